@@ -1,0 +1,41 @@
+"""tfwb — a measured workbench for making TensorFlow training fast.
+
+``import tfwb`` is cheap: it does not import TensorFlow, ipywidgets or
+matplotlib. Those load when you call ``run``, build a ``Workbench`` or draw a chart.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .config import RunConfig
+from .records import RunResult, Sample, load_results
+from .workloads import register_workload
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "RunConfig", "RunResult", "Sample", "run", "Workbench", "register_workload",
+    "load_results", "compare", "diagnose", "detect_hardware", "__version__",
+]
+
+_LAZY = {
+    "run": ("tfwb.tf.train", "run"),
+    "Workbench": ("tfwb.ui.workbench", "Workbench"),
+    "compare": ("tfwb.stats", "compare"),
+    "diagnose": ("tfwb.diagnose", "diagnose"),
+    "detect_hardware": ("tfwb.hardware", "detect"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'tfwb' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

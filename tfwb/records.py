@@ -1,0 +1,242 @@
+"""Immutable records of a run: utilization samples and the RunResult.
+
+Plain data with units in field names; JSON round trip; no TensorFlow, no UI.
+History files are JSON lines, one RunResult per line (``append_result`` /
+``load_results``), so a kernel restart loses nothing.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Iterable, List, Optional, Tuple
+
+from . import stats
+from .config import RunConfig
+
+SCHEMA_VERSION = 1
+STATUSES = ("ok", "failed", "interrupted")
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One utilization sample, taken by the background sampler.
+
+    Args:
+        t_s: seconds since the run's clock started (same clock as the step offsets).
+        cpu_process_pct: this process's CPU use, % of one core (can exceed 100).
+        cpu_system_pct: whole-machine CPU use, % of all cores.
+        rss_mib: this process's resident memory, MiB.
+        gpu_util_pct: per GPU, NVML duty cycle over the driver's sample period.
+        gpu_mem_used_mib: per GPU, memory in use, MiB.
+        Any field a probe cannot read is ``None`` (or an empty tuple with no GPU).
+    """
+
+    t_s: float
+    cpu_process_pct: Optional[float] = None
+    cpu_system_pct: Optional[float] = None
+    rss_mib: Optional[float] = None
+    gpu_util_pct: Tuple[Optional[float], ...] = ()
+    gpu_mem_used_mib: Tuple[Optional[float], ...] = ()
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Sample":
+        return cls(t_s=float(d["t_s"]), cpu_process_pct=d.get("cpu_process_pct"),
+                   cpu_system_pct=d.get("cpu_system_pct"), rss_mib=d.get("rss_mib"),
+                   gpu_util_pct=tuple(d.get("gpu_util_pct") or ()),
+                   gpu_mem_used_mib=tuple(d.get("gpu_mem_used_mib") or ()))
+
+
+def _floats(name: str, values: Iterable[Any]) -> Tuple[float, ...]:
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"{name} must hold numbers, got {v!r}")
+        out.append(float(v))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What one run measured. Immutable; warm-up kept apart from measured steps.
+
+    Args:
+        config: the RunConfig that ran.
+        status: ``"ok"``, ``"failed"`` or ``"interrupted"``.
+        error: the error message when the run did not finish.
+        step_times_s: wall time of each measured step, including its wait for input,
+            closed by a device sync.
+        input_wait_s: per measured step, time blocked fetching its batch.
+        warmup_times_s / warmup_input_wait_s: the same for warm-up steps.
+        step_start_s: per measured step, its start on the run clock (for aligning
+            utilization samples); ``warmup_start_s`` likewise.
+        losses / warmup_losses: loss per step.
+        samples: utilization samples on the run clock.
+        examples_per_step: global batch size times steps per execution.
+        setup_s: seconds spent building data, model and optimizer before step 1.
+        fingerprint: versions, devices and machine the run used.
+        started_at: ISO-8601 start time; ``run_id`` unique per run.
+        notes: warnings the runner wants shown (e.g. a knob it had to adjust).
+    """
+
+    config: RunConfig
+    status: str = "ok"
+    error: Optional[str] = None
+    step_times_s: Tuple[float, ...] = ()
+    input_wait_s: Tuple[float, ...] = ()
+    warmup_times_s: Tuple[float, ...] = ()
+    warmup_input_wait_s: Tuple[float, ...] = ()
+    step_start_s: Tuple[float, ...] = ()
+    warmup_start_s: Tuple[float, ...] = ()
+    losses: Tuple[float, ...] = ()
+    warmup_losses: Tuple[float, ...] = ()
+    samples: Tuple[Sample, ...] = ()
+    examples_per_step: int = 0
+    setup_s: float = 0.0
+    fingerprint: dict = field(default_factory=dict)
+    started_at: str = ""
+    run_id: str = ""
+    notes: Tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.config, RunConfig):
+            raise ValueError(f"config must be a RunConfig, got {type(self.config).__name__}")
+        if self.status not in STATUSES:
+            raise ValueError(f"status={self.status!r} is not allowed; one of {STATUSES}")
+        for name in ("step_times_s", "input_wait_s", "warmup_times_s", "warmup_input_wait_s",
+                     "step_start_s", "warmup_start_s", "losses", "warmup_losses"):
+            object.__setattr__(self, name, _floats(name, getattr(self, name)))
+        object.__setattr__(self, "samples", tuple(self.samples))
+        object.__setattr__(self, "notes", tuple(self.notes))
+        if len(self.input_wait_s) not in (0, len(self.step_times_s)):
+            raise ValueError("input_wait_s must have one value per measured step")
+
+    # -- derived numbers ---------------------------------------------------
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok" and bool(self.step_times_s)
+
+    @property
+    def spread(self) -> Optional[stats.Spread]:
+        """Median and IQR of the measured step times (None without steps)."""
+        return stats.Spread.of(self.step_times_s) if self.step_times_s else None
+
+    @property
+    def median_step_s(self) -> Optional[float]:
+        return stats.median(self.step_times_s) if self.step_times_s else None
+
+    @property
+    def throughput_per_s(self) -> Optional[float]:
+        """Examples per second at the median step time."""
+        m = self.median_step_s
+        return self.examples_per_step / m if m and self.examples_per_step else None
+
+    @property
+    def input_wait_fraction(self) -> Optional[float]:
+        """Total input wait / total step time over the measured steps."""
+        total = sum(self.step_times_s)
+        return sum(self.input_wait_s) / total if total > 0 and self.input_wait_s else None
+
+    @property
+    def first_step_s(self) -> Optional[float]:
+        """The first step's time (tracing, compilation): warm-up if any, else step 0."""
+        seq = self.warmup_times_s or self.step_times_s
+        return seq[0] if seq else None
+
+    def summary(self) -> str:
+        """One line: median step time, IQR, throughput, input share, verdict."""
+        from .diagnose import diagnose
+
+        name = self.config.label or self.config.workload
+        if not self.ok:
+            return f"{name}: {self.status}: {self.error or 'no measured steps'}"
+        s = self.spread
+        parts = [f"{name}: median step {s.median * 1e3:.1f} ms (IQR {s.q1 * 1e3:.1f}-{s.q3 * 1e3:.1f})"]
+        if self.throughput_per_s:
+            parts.append(f"{self.throughput_per_s:,.0f} examples/s")
+        if self.input_wait_fraction is not None:
+            parts.append(f"input wait {self.input_wait_fraction:.0%}")
+        parts.append(diagnose(self).headline)
+        return ", ".join(parts)
+
+    # -- JSON ----------------------------------------------------------------
+    def to_dict(self) -> dict:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["config"] = self.config.to_dict()
+        d["samples"] = [asdict(s) for s in self.samples]
+        d["schema"] = SCHEMA_VERSION
+        for k, v in d.items():
+            if isinstance(v, tuple):
+                d[k] = list(v)
+        return d
+
+    def to_json(self) -> str:
+        """One line of JSON (NaN/inf become null)."""
+        return json.dumps(_finite(self.to_dict()), separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "RunResult":
+        if not isinstance(d, dict) or "config" not in d:
+            raise ValueError("not a RunResult: expected a JSON object with a 'config' field")
+        try:
+            kwargs = {f.name: d[f.name] for f in fields(cls) if f.name in d}
+            kwargs["config"] = RunConfig.from_dict(d["config"], check_workload=False)
+            kwargs["samples"] = tuple(Sample.from_dict(s) for s in d.get("samples") or ())
+            for k in ("losses", "warmup_losses"):
+                if k in kwargs:
+                    kwargs[k] = [math.nan if v is None else v for v in kwargs[k]]
+            return cls(**kwargs)
+        except (TypeError, KeyError, AttributeError) as e:
+            raise ValueError(f"not a RunResult: {type(e).__name__}: {e}") from None
+
+    @classmethod
+    def from_json(cls, text: str) -> "RunResult":
+        """Parse ``to_json()`` output.
+
+        Raises:
+            ValueError: for text that is not a RunResult (bad JSON, missing or bad fields).
+        """
+        try:
+            data = json.loads(text)
+        except (TypeError, json.JSONDecodeError) as e:
+            raise ValueError(f"not a RunResult: invalid JSON ({e})") from None
+        return cls.from_dict(data)
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def append_result(path: "os.PathLike | str", result: RunResult) -> None:
+    """Append one result as a JSON line and flush it to disk."""
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(result.to_json() + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def load_results(path: "os.PathLike | str") -> List[RunResult]:
+    """Every result in a JSON-lines history file, in order.
+
+    A missing file gives ``[]``. A line that cannot be parsed (e.g. cut short by a
+    crash) raises ``ValueError`` naming the file and line, so nothing is silently lost.
+    """
+    if not os.path.exists(path):
+        return []
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                out.append(RunResult.from_json(line))
+            except ValueError as e:
+                raise ValueError(f"{path}, line {n}: {e}") from None
+    return out
