@@ -13,7 +13,7 @@ MODERATE_INPUT_FRACTION = 0.05
 HIGH_INPUT_FRACTION = 0.20
 
 INPUT_HIGH, INPUT_MODERATE, NOT_INPUT = "highly input-bound", "moderately input-bound", "not input-bound"
-FAILED, NO_DATA = "run failed", "no measured steps"
+FAILED, NO_DATA, NO_INPUT_DATA = "run failed", "no measured steps", "input wait not measured"
 
 
 @dataclass(frozen=True)
@@ -64,8 +64,10 @@ def diagnose(result) -> Diagnosis:
     if result.status != "ok":
         return Diagnosis(FAILED, None, f"{FAILED}: {result.error or result.status}")
     frac = result.input_wait_fraction
-    if not result.step_times_s or frac is None:
+    if not result.step_times_s:
         return Diagnosis(NO_DATA, None, NO_DATA)
+    if frac is None:
+        return Diagnosis(NO_INPUT_DATA, None, NO_INPUT_DATA)
     verdict = input_verdict(frac)
     if verdict == NOT_INPUT:
         return Diagnosis(verdict, frac, f"{verdict} (input wait {frac:.0%}): compute-bound; "

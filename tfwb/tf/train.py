@@ -1,0 +1,246 @@
+"""The runner: one RunConfig in, one measured RunResult out.
+
+A custom training loop (GradientTape under the strategy's scope), because it is
+what the seeds teach, it gives exact control over what is timed, and Keras 3
+``fit`` fails under MultiWorkerMirroredStrategy. Each step is timed as::
+
+    t0 -> next(iterator) -> t1 -> train step -> read loss + sync devices -> t2
+
+so ``step_times_s`` is ``t2 - t0`` (the wait for data included), ``input_wait_s``
+is ``t1 - t0``, and device work is finished when the clock stops. Warm-up steps
+(tracing, XLA compilation, autotuning) are timed the same way and kept apart.
+
+Global state: a run sets the Keras dtype policy and restores the previous one;
+it seeds Python, NumPy and TF with ``cfg.seed`` (``keras.utils.set_random_seed``),
+which stays set; importing this module splits the CPU into logical devices when
+there is no GPU (see ``strategies``).
+"""
+from __future__ import annotations
+
+import datetime
+import platform
+import time
+import uuid
+from typing import Callable, List, Optional
+
+import keras
+import tensorflow as tf
+
+from ..config import RunConfig
+from ..monitor import Sampler, default_probes
+from ..records import RunResult
+from ..workloads import get_workload
+from .data import build_dataset
+from .strategies import ensure_cpu_replicas, make_strategy
+
+ensure_cpu_replicas()
+
+Progress = Callable[[int, int], None]
+
+
+def make_optimizer(cfg: RunConfig) -> keras.optimizers.Optimizer:
+    """The optimizer ``cfg`` names, with its clipping, wrapped for loss scaling under float16."""
+    clip = {}
+    if cfg.clip_spec:
+        kind, value = cfg.clip_spec
+        clip = {"norm": {"clipnorm": value}, "global_norm": {"global_clipnorm": value},
+                "value": {"clipvalue": value}}[kind]
+    lr = cfg.learning_rate
+    opt = {
+        "sgd": lambda: keras.optimizers.SGD(lr, **clip),
+        "momentum": lambda: keras.optimizers.SGD(lr, momentum=0.9, **clip),
+        "adam": lambda: keras.optimizers.Adam(lr, **clip),
+        "adamw": lambda: keras.optimizers.AdamW(lr, **clip),
+        "rmsprop": lambda: keras.optimizers.RMSprop(lr, **clip),
+        "nadam": lambda: keras.optimizers.Nadam(lr, **clip),
+    }[cfg.optimizer]()
+    if cfg.mixed_precision == "mixed_float16":
+        # Keras 3: scale_loss() + apply_gradients (which unscales and skips
+        # non-finite steps); get_scaled_loss is Keras 2 API and is gone.
+        opt = keras.mixed_precision.LossScaleOptimizer(opt)
+    return opt
+
+
+def _per_example_loss(loss):
+    if loss is None:
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+    if isinstance(loss, keras.losses.Loss):
+        return loss.call  # unreduced per-example values
+    return loss
+
+
+def _make_step(cfg: RunConfig, strategy, model, optimizer, loss_fn, global_batch: int):
+    scaled = isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer)
+    replicas = strategy.num_replicas_in_sync
+
+    def replica_step(x, y):
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            per_example = tf.cast(loss_fn(y, logits), tf.float32)
+            if per_example.shape.rank == 0:          # a loss that already averages
+                loss = per_example / replicas
+            else:
+                loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+            if model.losses:
+                loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
+            to_differentiate = optimizer.scale_loss(loss) if scaled else loss
+        grads = tape.gradient(to_differentiate, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    def one_step(x, y):
+        per_replica = strategy.run(replica_step, args=(x, y))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+    if cfg.steps_per_execution == 1:
+        return tf.function(one_step, jit_compile=cfg.jit_compile or None), False
+
+    def many_steps(iterator):
+        loss = tf.constant(0.0)
+        for _ in tf.range(cfg.steps_per_execution):
+            x, y = next(iterator)
+            loss = one_step(x, y)
+        return loss
+
+    return tf.function(many_steps, jit_compile=cfg.jit_compile or None), True
+
+
+def fingerprint(cfg: RunConfig, strategy=None) -> dict:
+    """Versions, devices and machine a run used."""
+    from .. import hardware
+
+    gpus = []
+    for d in tf.config.list_physical_devices("GPU"):
+        details = tf.config.experimental.get_device_details(d)
+        gpus.append({"name": details.get("device_name", d.name),
+                     "compute_capability": details.get("compute_capability")})
+    hw = hardware.detect()
+    return {
+        "tensorflow": tf.__version__, "keras": keras.__version__,
+        "python": platform.python_version(), "platform": platform.platform(),
+        "cpu_model": hw.get("cpu_model"), "cpu_count": hw.get("cpu_count"),
+        "environment": hw.get("environment"), "gpus": gpus,
+        "logical_devices": [d.name for d in tf.config.list_logical_devices()],
+        "replicas": strategy.num_replicas_in_sync if strategy is not None else None,
+        "config": cfg.to_dict(),
+    }
+
+
+def _sync() -> None:
+    tf.test.experimental.sync_devices()
+
+
+def run(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bool = False) -> RunResult:
+    """Train ``cfg.workload`` for ``warmup_steps + steps`` steps and measure each one.
+
+    Args:
+        cfg: the knobs.
+        progress: called as ``progress(steps_done, steps_total)`` after every step
+            (warm-up included), on the training thread.
+        raise_errors: re-raise a failure instead of returning a failed result.
+
+    Returns:
+        A RunResult. A failure (bad knob for this hardware, out of memory, an error
+        in user code) returns ``status="failed"`` with the message and the steps
+        measured so far; Ctrl-C / kernel interrupt returns ``status="interrupted"``.
+        The dtype policy is restored either way.
+
+    Example:
+        >>> result = run(RunConfig(steps=10, prefetch=True))   # doctest: +SKIP
+        >>> print(result.summary())                           # doctest: +SKIP
+    """
+    if not isinstance(cfg, RunConfig):
+        raise TypeError(f"run() needs a RunConfig, got {type(cfg).__name__}")
+    started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    t_origin = time.perf_counter()
+
+    def clock() -> float:
+        return time.perf_counter() - t_origin
+
+    times: List[float] = []
+    waits: List[float] = []
+    starts: List[float] = []
+    losses: List[float] = []
+    notes: List[str] = []
+    state = {"status": "ok", "error": None, "setup_s": 0.0, "fp": {}, "examples": 0}
+    previous_policy = keras.mixed_precision.global_policy()
+    sampler = Sampler(interval_s=cfg.sample_interval_s, probes=default_probes(), clock=clock)
+    total = cfg.warmup_steps + cfg.steps
+    try:
+        sampler.start()
+        workload = get_workload(cfg.workload)
+        keras.utils.set_random_seed(cfg.seed)
+        strategy = make_strategy(cfg)
+        state["fp"] = fingerprint(cfg, strategy)
+        keras.mixed_precision.set_global_policy(
+            "float32" if cfg.mixed_precision == "off" else cfg.mixed_precision)
+        dataset, data_notes = build_dataset(cfg, workload)
+        notes.extend(data_notes)
+        if cfg.batch_size % strategy.num_replicas_in_sync:
+            raise ValueError(f"batch_size={cfg.batch_size} must be a multiple of the "
+                             f"{strategy.num_replicas_in_sync} replicas of strategy={cfg.strategy!r}")
+        with strategy.scope():
+            model = workload.model_fn(cfg)
+            optimizer = make_optimizer(cfg)
+            # Create slot variables now, under the scope: created lazily inside
+            # strategy.run they break MirroredStrategy.
+            optimizer.build(model.trainable_variables)
+        loss_fn = _per_example_loss(workload.loss)
+        step, takes_iterator = _make_step(cfg, strategy, model, optimizer, loss_fn, cfg.batch_size)
+        if strategy is not tf.distribute.get_strategy():
+            dataset = strategy.experimental_distribute_dataset(dataset)
+        iterator = iter(dataset)
+        state["examples"] = cfg.batch_size * cfg.steps_per_execution
+        if takes_iterator:
+            notes.append(f"steps_per_execution={cfg.steps_per_execution}: batches are fetched inside "
+                         "the graph, so input wait cannot be told apart (not recorded)")
+        state["setup_s"] = clock()
+        for i in range(total):
+            t0 = clock()
+            if takes_iterator:
+                t1 = t0
+                loss = step(iterator)
+            else:
+                x, y = next(iterator)
+                t1 = clock()
+                loss = step(x, y)
+            loss_value = float(loss)
+            _sync()
+            t2 = clock()
+            starts.append(t0)
+            times.append(t2 - t0)
+            if not takes_iterator:
+                waits.append(t1 - t0)
+            losses.append(loss_value)
+            if progress is not None:
+                progress(i + 1, total)
+    except KeyboardInterrupt:
+        state["status"], state["error"] = "interrupted", "interrupted by the user"
+    except Exception as e:  # noqa: BLE001 - every failure becomes a failed result
+        if raise_errors:
+            keras.mixed_precision.set_global_policy(previous_policy)
+            sampler.stop()
+            raise
+        state["status"], state["error"] = "failed", _describe(e, cfg)
+    finally:
+        keras.mixed_precision.set_global_policy(previous_policy)
+        sampler.stop()
+    w = min(cfg.warmup_steps, len(times))
+    return RunResult(
+        config=cfg, status=state["status"], error=state["error"],
+        warmup_times_s=times[:w], warmup_input_wait_s=waits[:w], warmup_start_s=starts[:w],
+        warmup_losses=losses[:w],
+        step_times_s=times[w:], input_wait_s=waits[w:], step_start_s=starts[w:], losses=losses[w:],
+        samples=sampler.samples, examples_per_step=state["examples"], setup_s=state["setup_s"],
+        fingerprint=state["fp"], started_at=started_at, run_id=uuid.uuid4().hex[:12],
+        notes=tuple(notes) + tuple(f"sampler: {e}" for e in sampler.errors[:3]),
+    )
+
+
+def _describe(e: BaseException, cfg: RunConfig) -> str:
+    msg = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+    if isinstance(e, tf.errors.ResourceExhaustedError):
+        msg += f" (out of memory: try a smaller batch_size than {cfg.batch_size})"
+    if isinstance(e, tf.errors.NotFoundError):
+        msg += " (a data file is missing: if the data folder was deleted, run again to regenerate it)"
+    return msg
