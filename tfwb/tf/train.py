@@ -17,11 +17,13 @@ there is no GPU (see ``strategies``).
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import platform
 import time
 import uuid
-from typing import Callable, List, Optional
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, List, Optional
 
 import keras
 import tensorflow as tf
@@ -130,6 +132,72 @@ def _sync() -> None:
     tf.test.experimental.sync_devices()
 
 
+@dataclass
+class Prepared:
+    """A built training setup: the pieces a timed loop (or a bare one) drives.
+
+    ``advance()`` runs one train step (``steps_per_execution`` steps when
+    ``takes_iterator``) and returns the loss tensor, without timing or syncing.
+    """
+
+    cfg: RunConfig
+    strategy: tf.distribute.Strategy
+    model: keras.Model
+    optimizer: keras.optimizers.Optimizer
+    step: Callable
+    iterator: object
+    takes_iterator: bool
+    notes: List[str] = field(default_factory=list)
+
+    def fetch(self):
+        return next(self.iterator)
+
+    def advance(self):
+        if self.takes_iterator:
+            return self.step(self.iterator)
+        x, y = next(self.iterator)
+        return self.step(x, y)
+
+
+@contextlib.contextmanager
+def prepared(cfg: RunConfig) -> Iterator[Prepared]:
+    """Build strategy, data, model, optimizer and step for ``cfg``; restore the dtype policy on exit.
+
+    Raises:
+        ValueError: for a knob this machine or workload cannot honour.
+    """
+    previous_policy = keras.mixed_precision.global_policy()
+    try:
+        workload = get_workload(cfg.workload)
+        keras.utils.set_random_seed(cfg.seed)
+        strategy = make_strategy(cfg)
+        if cfg.batch_size % strategy.num_replicas_in_sync:
+            raise ValueError(f"batch_size={cfg.batch_size} must be a multiple of the "
+                             f"{strategy.num_replicas_in_sync} replicas of strategy={cfg.strategy!r}")
+        keras.mixed_precision.set_global_policy(
+            "float32" if cfg.mixed_precision == "off" else cfg.mixed_precision)
+        dataset, data_notes = build_dataset(cfg, workload)
+        notes = list(data_notes)
+        with strategy.scope():
+            model = workload.model_fn(cfg)
+            optimizer = make_optimizer(cfg)
+            # Create slot variables now, under the scope: created lazily inside
+            # strategy.run they break MirroredStrategy.
+            optimizer.build(model.trainable_variables)
+        loss_fn = _per_example_loss(workload.loss)
+        step, takes_iterator = _make_step(cfg, strategy, model, optimizer, loss_fn, cfg.batch_size)
+        if strategy is not tf.distribute.get_strategy():
+            dataset = strategy.experimental_distribute_dataset(dataset)
+            notes.append(f"strategy={cfg.strategy!r}: the distributed dataset prefetches to each "
+                         "replica's device, whatever the prefetch knob says")
+        if takes_iterator:
+            notes.append(f"steps_per_execution={cfg.steps_per_execution}: batches are fetched inside "
+                         "the graph, so input wait cannot be told apart (not recorded)")
+        yield Prepared(cfg, strategy, model, optimizer, step, iter(dataset), takes_iterator, notes)
+    finally:
+        keras.mixed_precision.set_global_policy(previous_policy)
+
+
 def run(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bool = False) -> RunResult:
     """Train ``cfg.workload`` for ``warmup_steps + steps`` steps and measure each one.
 
@@ -163,67 +231,42 @@ def run(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bo
     losses: List[float] = []
     notes: List[str] = []
     state = {"status": "ok", "error": None, "setup_s": 0.0, "fp": {}, "examples": 0}
-    previous_policy = keras.mixed_precision.global_policy()
     sampler = Sampler(interval_s=cfg.sample_interval_s, probes=default_probes(), clock=clock)
     total = cfg.warmup_steps + cfg.steps
     try:
         sampler.start()
-        workload = get_workload(cfg.workload)
-        keras.utils.set_random_seed(cfg.seed)
-        strategy = make_strategy(cfg)
-        state["fp"] = fingerprint(cfg, strategy)
-        keras.mixed_precision.set_global_policy(
-            "float32" if cfg.mixed_precision == "off" else cfg.mixed_precision)
-        dataset, data_notes = build_dataset(cfg, workload)
-        notes.extend(data_notes)
-        if cfg.batch_size % strategy.num_replicas_in_sync:
-            raise ValueError(f"batch_size={cfg.batch_size} must be a multiple of the "
-                             f"{strategy.num_replicas_in_sync} replicas of strategy={cfg.strategy!r}")
-        with strategy.scope():
-            model = workload.model_fn(cfg)
-            optimizer = make_optimizer(cfg)
-            # Create slot variables now, under the scope: created lazily inside
-            # strategy.run they break MirroredStrategy.
-            optimizer.build(model.trainable_variables)
-        loss_fn = _per_example_loss(workload.loss)
-        step, takes_iterator = _make_step(cfg, strategy, model, optimizer, loss_fn, cfg.batch_size)
-        if strategy is not tf.distribute.get_strategy():
-            dataset = strategy.experimental_distribute_dataset(dataset)
-        iterator = iter(dataset)
-        state["examples"] = cfg.batch_size * cfg.steps_per_execution
-        if takes_iterator:
-            notes.append(f"steps_per_execution={cfg.steps_per_execution}: batches are fetched inside "
-                         "the graph, so input wait cannot be told apart (not recorded)")
-        state["setup_s"] = clock()
-        for i in range(total):
-            t0 = clock()
-            if takes_iterator:
-                t1 = t0
-                loss = step(iterator)
-            else:
-                x, y = next(iterator)
-                t1 = clock()
-                loss = step(x, y)
-            loss_value = float(loss)
-            _sync()
-            t2 = clock()
-            starts.append(t0)
-            times.append(t2 - t0)
-            if not takes_iterator:
-                waits.append(t1 - t0)
-            losses.append(loss_value)
-            if progress is not None:
-                progress(i + 1, total)
+        with prepared(cfg) as p:
+            notes.extend(p.notes)
+            state["fp"] = fingerprint(cfg, p.strategy)
+            state["examples"] = cfg.batch_size * cfg.steps_per_execution
+            state["setup_s"] = clock()
+            for i in range(total):
+                t0 = clock()
+                if p.takes_iterator:
+                    t1 = t0
+                    loss = p.step(p.iterator)
+                else:
+                    x, y = p.fetch()
+                    t1 = clock()
+                    loss = p.step(x, y)
+                loss_value = float(loss)
+                _sync()
+                t2 = clock()
+                starts.append(t0)
+                times.append(t2 - t0)
+                if not p.takes_iterator:
+                    waits.append(t1 - t0)
+                losses.append(loss_value)
+                if progress is not None:
+                    progress(i + 1, total)
     except KeyboardInterrupt:
         state["status"], state["error"] = "interrupted", "interrupted by the user"
     except Exception as e:  # noqa: BLE001 - every failure becomes a failed result
         if raise_errors:
-            keras.mixed_precision.set_global_policy(previous_policy)
             sampler.stop()
             raise
         state["status"], state["error"] = "failed", _describe(e, cfg)
     finally:
-        keras.mixed_precision.set_global_policy(previous_policy)
         sampler.stop()
     w = min(cfg.warmup_steps, len(times))
     return RunResult(
