@@ -16,7 +16,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "RunConfig", "RunResult", "Sample", "run", "Workbench", "register_workload",
-    "load_results", "compare", "diagnose", "detect_hardware", "__version__",
+    "load_results", "compare", "diagnose", "detect_hardware", "check", "__version__",
 ]
 
 _LAZY = {
@@ -25,6 +25,7 @@ _LAZY = {
     "compare": ("tfwb.stats", "compare"),
     "diagnose": ("tfwb.diagnose", "diagnose"),
     "detect_hardware": ("tfwb.hardware", "detect"),
+    "check": ("tfwb.expect", "check"),
 }
 
 

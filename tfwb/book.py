@@ -1,0 +1,67 @@
+"""The book's structure: chapters, notebook paths, and the header every chapter starts with.
+
+The repository slug lives here and nowhere else: the Colab badge, the Binder
+badge and the Colab install cell of every notebook are built from it, and a test
+checks that each notebook's header matches ``header_cells``. Pure.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Tuple
+
+REPO_SLUG = "tfwb-dev/tfwb"
+BRANCH = "main"
+INSTALL_MARKER = "# tfwb: install on Colab only"
+
+
+@dataclass(frozen=True)
+class Chapter:
+    number: str
+    path: str
+    title: str
+
+
+CHAPTERS: Tuple[Chapter, ...] = (
+    Chapter("00", "notebooks/00_measuring.ipynb", "Measuring training honestly"),
+    Chapter("01", "notebooks/01_input_pipeline.ipynb", "The input pipeline"),
+    Chapter("02", "notebooks/02_graphs.ipynb", "Graphs: tf.function, retracing, XLA"),
+    Chapter("03", "notebooks/03_mixed_precision.ipynb", "Mixed precision"),
+    Chapter("04", "notebooks/04_optimizers.ipynb", "Optimizers and gradient clipping"),
+    Chapter("05", "notebooks/05_distribution.ipynb", "Devices and distribution strategies"),
+    Chapter("06", "notebooks/06_profiling.ipynb", "Profiling and TensorBoard"),
+    Chapter("07", "notebooks/07_capstone.ipynb", "Capstone: every knob on one workload"),
+)
+
+
+def colab_url(path: str, slug: str = REPO_SLUG) -> str:
+    return f"https://colab.research.google.com/github/{slug}/blob/{BRANCH}/{path}"
+
+
+def binder_url(path: str, slug: str = REPO_SLUG) -> str:
+    return f"https://mybinder.org/v2/gh/{slug}/HEAD?urlpath=lab/tree/{path}"
+
+
+def badge_markdown(path: str, slug: str = REPO_SLUG) -> str:
+    """The badge line a chapter starts with."""
+    return (f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab_url(path, slug)}) "
+            f"[![Binder](https://mybinder.org/badge_logo.svg)]({binder_url(path, slug)})")
+
+
+def install_source(slug: str = REPO_SLUG) -> str:
+    """The first code cell: installs tfwb on Colab only; does nothing anywhere else."""
+    return f'''{INSTALL_MARKER} (does nothing elsewhere)
+import sys, subprocess, importlib.util
+IN_COLAB = "google.colab" in sys.modules
+if IN_COLAB and importlib.util.find_spec("tfwb") is None:
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q",
+                           "tfwb[gpu] @ git+https://github.com/{slug}@{BRANCH}"])
+if IN_COLAB:
+    import ipywidgets
+    if int(ipywidgets.__version__.split(".")[0]) >= 8:
+        from google.colab import output
+        output.enable_custom_widget_manager()'''
+
+
+def header_cells(path: str, slug: str = REPO_SLUG) -> List[Tuple[str, str]]:
+    """``[(cell_type, source), ...]`` for the first two cells of the notebook at ``path``."""
+    return [("markdown", badge_markdown(path, slug)), ("code", install_source(slug))]
