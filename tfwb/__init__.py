@@ -9,7 +9,10 @@ import importlib
 from typing import Any
 
 from .config import RunConfig
+from .diagnose import diagnose  # binds the function over the submodule's name, once
+from .expect import check
 from .records import RunResult, Sample, load_results
+from .stats import compare
 from .workloads import register_workload
 
 __version__ = "0.1.0"
@@ -22,10 +25,7 @@ __all__ = [
 _LAZY = {
     "run": ("tfwb.tf.train", "run"),
     "Workbench": ("tfwb.ui.workbench", "Workbench"),
-    "compare": ("tfwb.stats", "compare"),
-    "diagnose": ("tfwb.diagnose", "diagnose"),
     "detect_hardware": ("tfwb.hardware", "detect"),
-    "check": ("tfwb.expect", "check"),
 }
 
 
