@@ -70,8 +70,9 @@ def diagnose(result) -> Diagnosis:
         return Diagnosis(NO_INPUT_DATA, None, NO_INPUT_DATA)
     verdict = input_verdict(frac)
     if verdict == NOT_INPUT:
-        return Diagnosis(verdict, frac, f"{verdict} (input wait {frac:.0%}): compute-bound; "
-                                        "model-side knobs (mixed precision, XLA, batch size) apply")
+        # Compute-bound: which model-side knob helps depends on the hardware
+        # (see ``expectations``), so no blanket suggestion.
+        return Diagnosis(verdict, frac, f"{verdict} (input wait {frac:.0%})")
     sugg = _input_suggestions(result.config)
     tip = f": try {sugg[0][0]}={sugg[0][1]!r}" if sugg else ""
     return Diagnosis(verdict, frac, f"{verdict} (input wait {frac:.0%}){tip}", sugg)

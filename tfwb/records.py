@@ -155,9 +155,7 @@ class RunResult:
         parts = [f"{name}: median step {s.median * 1e3:.1f} ms (IQR {s.q1 * 1e3:.1f}-{s.q3 * 1e3:.1f})"]
         if self.throughput_per_s:
             parts.append(f"{self.throughput_per_s:,.0f} examples/s")
-        if self.input_wait_fraction is not None:
-            parts.append(f"input wait {self.input_wait_fraction:.0%}")
-        parts.append(diagnose(self).headline)
+        parts.append(diagnose(self).headline)   # includes the input-wait share
         return ", ".join(parts)
 
     # -- JSON ----------------------------------------------------------------

@@ -159,6 +159,45 @@ class Prepared:
         return self.step(x, y)
 
 
+@dataclass
+class StepLog:
+    """What ``timed_steps`` appends to, step by step (kept when a step fails)."""
+
+    times_s: List[float] = field(default_factory=list)
+    waits_s: List[float] = field(default_factory=list)
+    starts_s: List[float] = field(default_factory=list)
+    losses: List[float] = field(default_factory=list)
+
+
+def timed_steps(p: Prepared, n: int, clock: Callable[[], float], log: StepLog,
+                progress: Optional[Progress] = None) -> StepLog:
+    """Run ``n`` steps of ``p``, timing each: fetch, step, read the loss, sync devices.
+
+    This is all the instrumentation a step gets; ``benchmarks/overhead.py`` measures
+    its cost against a bare loop over the same ``Prepared``.
+    """
+    for i in range(n):
+        t0 = clock()
+        if p.takes_iterator:
+            t1 = t0
+            loss = p.step(p.iterator)
+        else:
+            x, y = p.fetch()
+            t1 = clock()
+            loss = p.step(x, y)
+        loss_value = float(loss)
+        _sync()
+        t2 = clock()
+        log.starts_s.append(t0)
+        log.times_s.append(t2 - t0)
+        if not p.takes_iterator:
+            log.waits_s.append(t1 - t0)
+        log.losses.append(loss_value)
+        if progress is not None:
+            progress(i + 1, n)
+    return log
+
+
 @contextlib.contextmanager
 def prepared(cfg: RunConfig) -> Iterator[Prepared]:
     """Build strategy, data, model, optimizer and step for ``cfg``; restore the dtype policy on exit.
@@ -225,10 +264,7 @@ def run(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bo
     def clock() -> float:
         return time.perf_counter() - t_origin
 
-    times: List[float] = []
-    waits: List[float] = []
-    starts: List[float] = []
-    losses: List[float] = []
+    log = StepLog()
     notes: List[str] = []
     state = {"status": "ok", "error": None, "setup_s": 0.0, "fp": {}, "examples": 0}
     sampler = Sampler(interval_s=cfg.sample_interval_s, probes=default_probes(), clock=clock)
@@ -240,25 +276,7 @@ def run(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bo
             state["fp"] = fingerprint(cfg, p.strategy)
             state["examples"] = cfg.batch_size * cfg.steps_per_execution
             state["setup_s"] = clock()
-            for i in range(total):
-                t0 = clock()
-                if p.takes_iterator:
-                    t1 = t0
-                    loss = p.step(p.iterator)
-                else:
-                    x, y = p.fetch()
-                    t1 = clock()
-                    loss = p.step(x, y)
-                loss_value = float(loss)
-                _sync()
-                t2 = clock()
-                starts.append(t0)
-                times.append(t2 - t0)
-                if not p.takes_iterator:
-                    waits.append(t1 - t0)
-                losses.append(loss_value)
-                if progress is not None:
-                    progress(i + 1, total)
+            timed_steps(p, total, clock, log, progress)
     except KeyboardInterrupt:
         state["status"], state["error"] = "interrupted", "interrupted by the user"
     except Exception as e:  # noqa: BLE001 - every failure becomes a failed result
@@ -268,6 +286,7 @@ def run(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bo
         state["status"], state["error"] = "failed", _describe(e, cfg)
     finally:
         sampler.stop()
+    times, waits, starts, losses = log.times_s, log.waits_s, log.starts_s, log.losses
     w = min(cfg.warmup_steps, len(times))
     return RunResult(
         config=cfg, status=state["status"], error=state["error"],

@@ -1,0 +1,69 @@
+"""Run every test: package tests, every notebook under nbval, and the browser test.
+
+This is the README's test command (``.ci/run`` calls it). It installs Debian's
+``chromium`` when it is missing and this process may use apt (root), so the browser
+test can run; it never downloads a browser through Playwright. Exit status is
+non-zero when any stage fails.
+
+Usage: python tests/run_all.py [--skip-ui] [--skip-slow] [extra pytest args]
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+
+
+def ensure_chromium() -> bool:
+    if os.path.exists(CHROMIUM):
+        return True
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        print("run_all: no chromium and no root apt: the browser test will be skipped", flush=True)
+        return False
+    print("run_all: installing Debian's chromium for the browser test", flush=True)
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "update", "-qq"], check=False, env=env)
+    subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium"],
+                   check=False, env=env)
+    return os.path.exists(CHROMIUM)
+
+
+def stage(name: str, args: list) -> int:
+    t0 = time.perf_counter()
+    print(f"\n=== {name}: {' '.join(args)}", flush=True)
+    rc = subprocess.call(args, cwd=ROOT)
+    print(f"=== {name}: {'ok' if rc == 0 else f'FAILED (exit {rc})'} in {time.perf_counter() - t0:.0f} s",
+          flush=True)
+    return rc
+
+
+def main(argv: list) -> int:
+    skip_ui = "--skip-ui" in argv
+    skip_slow = "--skip-slow" in argv
+    extra = [a for a in argv if a not in ("--skip-ui", "--skip-slow")]
+    os.environ.setdefault("TFWB_FAST", "1")
+    py = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider"]
+    marks = "not ui" + (" and not slow" if skip_slow else "")
+    rcs = [
+        stage("package tests", py + ["-q", "-m", marks, "--doctest-modules",
+                                     "tfwb/stats.py", "tfwb/expect.py", "tfwb/config.py", "tests"] + extra),
+        stage("notebooks (nbval)", py + ["-q", "--nbval-lax", "--nbval-current-env",
+                                         "--nbval-cell-timeout=900", "notebooks"] + extra),
+    ]
+    if not skip_ui:
+        ensure_chromium()
+        # Its own pytest process: Playwright's sync API refuses to run inside an asyncio loop.
+        rcs.append(stage("browser test", py + ["-q", "-m", "ui", "tests/ui"] + extra))
+    failed = sum(1 for rc in rcs if rc not in (0, 5))   # 5: no tests collected
+    print(f"\nrun_all: {len(rcs) - failed}/{len(rcs)} stages passed", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
