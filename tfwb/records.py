@@ -213,11 +213,20 @@ def _finite(obj: Any) -> Any:
 
 
 def append_result(path: "os.PathLike | str", result: RunResult) -> None:
-    """Append one result as a JSON line and flush it to disk."""
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(result.to_json() + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+    """Append one result as a JSON line and flush it to disk.
+
+    The line goes out in one ``write`` on an ``O_APPEND`` descriptor, so two
+    processes appending to the same history do not interleave their lines.
+    """
+    data = (result.to_json() + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def load_results(path: "os.PathLike | str") -> List[RunResult]:
