@@ -1,0 +1,148 @@
+"""Tests of tfwb.hardware: cpuinfo parsing, environment and TPU checks, describe(), detect()."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tfwb import hardware
+from tfwb.monitor import fake_nvml
+
+X86_CPUINFO = """processor\t: 0
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) CPU @ 2.20GHz
+flags\t\t: fpu sse avx2 avx512f amx_tile avx2
+vmx flags\t: ept
+
+processor\t: 1
+model name\t: Some Other CPU
+flags\t\t: fpu
+"""
+
+ARM_CPUINFO = """processor\t: 0
+BogoMIPS\t: 50.00
+Features\t: fp asimd evtstrm aes
+CPU implementer\t: 0x41
+"""
+
+
+def test_parse_cpuinfo_x86_takes_the_first_block():
+    model, flags = hardware.parse_cpuinfo(X86_CPUINFO)
+    assert model == "Intel(R) Xeon(R) CPU @ 2.20GHz"
+    assert flags == ("amx_tile", "avx2", "avx512f", "fpu", "sse")
+
+
+def test_parse_cpuinfo_arm_and_empty():
+    assert hardware.parse_cpuinfo(ARM_CPUINFO) == (None, ("aes", "asimd", "evtstrm", "fp"))
+    assert hardware.parse_cpuinfo("") == (None, ())
+
+
+@pytest.mark.parametrize("environ, modules, expected", [
+    ({}, {"google.colab": object()}, "colab"),
+    ({"COLAB_RELEASE_TAG": "release-colab_2025"}, {}, "colab"),
+    ({"KAGGLE_KERNEL_RUN_TYPE": "Interactive"}, {}, "kaggle"),
+    ({"BINDER_SERVICE_HOST": "10.0.0.1"}, {}, "binder"),
+    ({"BINDER_REQUEST": "v2/gh/org/repo/main"}, {}, "binder"),
+    ({"JUPYTERHUB_SERVICE_PREFIX": "/binder/jupyter/user/org-repo-abc/"}, {}, "binder"),
+    ({"JUPYTERHUB_SERVICE_PREFIX": "/user/alice/"}, {}, "local"),
+    ({"BINDER_SERVICE_HOST": ""}, {}, "local"),
+    ({}, {}, "local"),
+])
+def test_detect_environment(environ, modules, expected):
+    assert hardware.detect_environment(environ, modules) == expected
+
+
+def test_detect_tpu(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert hardware.detect_tpu({}, str(empty)) is False
+    assert hardware.detect_tpu({"TPU_NAME": "local"}, str(empty)) is True
+    assert hardware.detect_tpu({"COLAB_TPU_ADDR": "10.0.0.2:8470"}, str(empty)) is True
+
+    accel = tmp_path / "accel"
+    accel.mkdir()
+    (accel / "accel0").touch()
+    assert hardware.detect_tpu({}, str(accel)) is True
+
+    vfio = tmp_path / "vfio"
+    (vfio / "vfio").mkdir(parents=True)
+    assert hardware.detect_tpu({}, str(vfio)) is False, "the vfio control node alone is no TPU"
+    (vfio / "vfio" / "0").touch()
+    assert hardware.detect_tpu({}, str(vfio)) is True
+    assert hardware.detect_tpu({}, str(vfio), has_gpu=True) is False, "GPU passthrough VM"
+
+
+@pytest.mark.parametrize("model, short", [
+    ("Intel(R) Xeon(R) CPU @ 2.20GHz", "Intel Xeon"),
+    ("AMD EPYC 7B12 64-Core Processor", "AMD EPYC 7B12"),
+    ("Intel(R) Core(TM) i7-10750H CPU @ 2.60GHz", "Intel Core i7-10750H"),
+    (None, None),
+])
+def test_short_cpu_model(model, short):
+    assert hardware.short_cpu_model(model) == short
+
+
+BASE = {"cpu_count": 2, "cpu_model": "Intel(R) Xeon(R) CPU @ 2.20GHz", "cpu_flags": ("avx512f",),
+        "memory_total_mib": 24576.0, "gpus": [], "tpu": False, "environment": "local"}
+
+
+def test_describe_cpu_only():
+    assert hardware.describe(BASE) == "2 CPU cores (Intel Xeon, AVX-512), 24 GiB RAM, no GPU, local"
+
+
+def test_describe_gpus_tpu_and_unknowns():
+    h100 = {"name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559.0}
+    two = dict(BASE, gpus=[h100, h100], environment="colab")
+    assert hardware.describe(two) == ("2 CPU cores (Intel Xeon, AVX-512), 24 GiB RAM, "
+                                      "2× NVIDIA H100 80GB HBM3 (80 GiB), colab")
+    one_core = dict(BASE, cpu_count=1, cpu_model=None, cpu_flags=("avx2", "amx_tile"),
+                    memory_total_mib=None, tpu=True)
+    assert hardware.describe(one_core) == "1 CPU core (AVX2, AMX), ? GiB RAM, no GPU, TPU, local"
+    mixed = dict(BASE, cpu_flags=(), gpus=[{"name": "B", "memory_total_mib": None},
+                                             {"name": "A", "memory_total_mib": None}])
+    assert hardware.describe(mixed) == "2 CPU cores (Intel Xeon), 24 GiB RAM, 2× A + B, local"
+
+
+def test_detect_on_this_machine_has_every_key_and_no_tensorflow():
+    hw = hardware.detect(refresh=True)
+    assert set(hw) == {"cpu_count", "cpu_model", "cpu_flags", "memory_total_mib", "gpus", "tpu",
+                       "environment", "python", "platform"}
+    assert hw["cpu_count"] >= 1 and isinstance(hw["cpu_flags"], tuple)
+    assert hw["memory_total_mib"] > 100
+    assert hardware.describe(hw).endswith(hw["environment"])
+
+
+def test_detect_is_cached_returns_copies_and_refreshes(monkeypatch):
+    calls = []
+    monkeypatch.setattr(hardware.nvml, "gpu_info", lambda nvml=None: calls.append(1) or [])
+    first = hardware.detect(refresh=True)
+    first["gpus"].append("mutated")
+    second = hardware.detect()
+    assert len(calls) == 1 and second["gpus"] == []
+    hardware.detect(refresh=True)
+    assert len(calls) == 2
+    monkeypatch.undo()
+    hardware.detect(refresh=True)
+
+
+def test_detect_without_proc_cpuinfo_psutil_or_nvml(monkeypatch):
+    real_read = hardware._read_text
+    monkeypatch.setattr(hardware, "_read_text",
+                        lambda path: real_read("/nonexistent/cpuinfo"))
+    monkeypatch.setitem(sys.modules, "psutil", None)
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    hw = hardware.detect(refresh=True)
+    assert hw["cpu_flags"] == () and hw["memory_total_mib"] is None and hw["gpus"] == []
+    assert hw["cpu_model"] is None or isinstance(hw["cpu_model"], str)
+    monkeypatch.undo()
+    hardware.detect(refresh=True)  # leave a real answer in the cache for other tests
+
+
+def test_detect_lists_gpus_from_nvml(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml("one GPU failing"))
+    hw = hardware.detect(refresh=True)
+    assert [(g["index"], g["compute_capability"]) for g in hw["gpus"]] == [(0, (9, 0)), (1, None)]
+    assert hw["tpu"] is False
+    assert "2× NVIDIA H100 80GB HBM3 (80 GiB)" in hardware.describe(hw)
+    monkeypatch.undo()
+    hardware.detect(refresh=True)

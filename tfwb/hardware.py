@@ -1,0 +1,246 @@
+"""What machine this is: CPU, RAM, GPUs, a TPU, and which notebook service runs it.
+
+Owns hardware and environment detection for run fingerprints and the UI's header line.
+Cheap and pure of TensorFlow: GPUs come from NVML (``tfwb.monitor.nvml``), a TPU only
+from environment variables and device files. Nothing here raises on an unusual machine;
+what cannot be read is ``None`` or empty.
+"""
+from __future__ import annotations
+
+import copy
+import glob
+import os
+import platform
+import re
+import sys
+import threading
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from .monitor import nvml
+
+_lock = threading.Lock()
+_cached: Optional[Dict[str, Any]] = None
+
+
+def detect(refresh: bool = False) -> Dict[str, Any]:
+    """Describe this machine; cached after the first call.
+
+    Args:
+        refresh (bool, default False): look again instead of returning the cached answer.
+
+    Returns:
+        A new dict: ``cpu_count`` (cores this process may use), ``cpu_model`` (str or None),
+        ``cpu_flags`` (tuple of str; empty without /proc/cpuinfo), ``memory_total_mib``
+        (float or None), ``gpus`` (list of dicts from ``tfwb.monitor.nvml.gpu_info()``),
+        ``tpu`` (bool), ``environment`` (``"colab"``, ``"kaggle"``, ``"binder"`` or
+        ``"local"``), ``python`` and ``platform`` (str).
+
+    Example:
+        >>> hw = detect()
+        >>> hw["environment"] in ("colab", "kaggle", "binder", "local")
+        True
+    """
+    global _cached
+    with _lock:
+        if _cached is None or refresh:
+            _cached = _detect()
+        return copy.deepcopy(_cached)
+
+
+def _detect() -> Dict[str, Any]:
+    cpu_model, cpu_flags = parse_cpuinfo(_read_text("/proc/cpuinfo"))
+    gpus = nvml.gpu_info()
+    return {
+        "cpu_count": _cpu_count(),
+        "cpu_model": cpu_model or platform.processor() or platform.machine() or None,
+        "cpu_flags": cpu_flags,
+        "memory_total_mib": _memory_total_mib(),
+        "gpus": gpus,
+        "tpu": detect_tpu(has_gpu=bool(gpus)),
+        "environment": detect_environment(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return ""
+
+
+def _cpu_count() -> Optional[int]:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count()
+
+
+def _memory_total_mib() -> Optional[float]:
+    try:
+        import psutil
+
+        return psutil.virtual_memory().total / 2**20
+    except Exception:  # noqa: BLE001 - psutil missing or refused: unknown
+        return None
+
+
+def parse_cpuinfo(text: str) -> Tuple[Optional[str], Tuple[str, ...]]:
+    """The CPU model and feature flags from the text of ``/proc/cpuinfo``.
+
+    Reads the first processor's block: ``model name`` and ``flags`` on x86; on Arm,
+    ``Hardware``/``Processor``/``model name`` and ``Features``.
+
+    Args:
+        text (str): the file's content; ``""`` where there is none.
+
+    Returns:
+        ``(model or None, flags)``; flags sorted, lower case, no duplicates.
+
+    Example:
+        >>> parse_cpuinfo("model name\\t: Intel(R) Xeon(R) CPU @ 2.20GHz\\nflags\\t: sse avx2\\n")
+        ('Intel(R) Xeon(R) CPU @ 2.20GHz', ('avx2', 'sse'))
+    """
+    model: Optional[str] = None
+    flags: Tuple[str, ...] = ()
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if not sep:
+            continue
+        key, value = key.strip().lower(), value.strip()
+        if key in ("model name", "hardware", "processor", "cpu model") and model is None:
+            if value and not value.isdigit():  # x86 "processor : 0" is an index, not a name
+                model = value
+        elif key in ("flags", "features") and not flags:
+            flags = tuple(sorted(set(value.lower().split())))
+    return model, flags
+
+
+def detect_tpu(environ: Optional[Mapping[str, str]] = None, dev_dir: str = "/dev",
+               has_gpu: bool = False) -> bool:
+    """Whether a TPU looks attached, by cheap checks only (TensorFlow is not imported).
+
+    True when ``TPU_NAME`` or ``COLAB_TPU_ADDR`` is set, when ``/dev/accel*`` exists
+    (TPU VMs up to v4), or when ``/dev/vfio`` holds device groups (v5e and later) on a
+    machine with no NVIDIA GPU (GPU passthrough VMs have ``/dev/vfio`` too).
+
+    Args:
+        environ (mapping | None, default None): environment to read; ``None`` is os.environ.
+        dev_dir (str, default "/dev"): where device files live (for tests).
+        has_gpu (bool, default False): whether NVML found a GPU.
+
+    Example:
+        >>> detect_tpu({"TPU_NAME": "local"}, dev_dir="/nonexistent")
+        True
+    """
+    env = os.environ if environ is None else environ
+    if env.get("TPU_NAME") or env.get("COLAB_TPU_ADDR"):
+        return True
+    if glob.glob(os.path.join(dev_dir, "accel*")):
+        return True
+    try:
+        groups = [n for n in os.listdir(os.path.join(dev_dir, "vfio")) if n != "vfio"]
+    except OSError:
+        groups = []
+    return bool(groups) and not has_gpu
+
+
+def detect_environment(environ: Optional[Mapping[str, str]] = None,
+                       modules: Optional[Mapping[str, Any]] = None) -> str:
+    """Which notebook service this runs on.
+
+    Args:
+        environ (mapping | None, default None): environment to read; ``None`` is os.environ.
+        modules (mapping | None, default None): imported modules; ``None`` is sys.modules.
+
+    Returns:
+        ``"colab"`` (``google.colab`` imported or ``COLAB_RELEASE_TAG`` set), ``"kaggle"``
+        (``KAGGLE_KERNEL_RUN_TYPE``), ``"binder"`` (a ``BINDER_*`` variable, or a
+        ``JUPYTERHUB_SERVICE_PREFIX`` that names binder), else ``"local"``.
+
+    Example:
+        >>> detect_environment({"KAGGLE_KERNEL_RUN_TYPE": "Interactive"}, {})
+        'kaggle'
+    """
+    env = os.environ if environ is None else environ
+    mods = sys.modules if modules is None else modules
+    if "google.colab" in mods or env.get("COLAB_RELEASE_TAG"):
+        return "colab"
+    if env.get("KAGGLE_KERNEL_RUN_TYPE"):
+        return "kaggle"
+    if (any(k.startswith("BINDER_") and v for k, v in env.items())
+            or "binder" in env.get("JUPYTERHUB_SERVICE_PREFIX", "").lower()):
+        return "binder"
+    return "local"
+
+
+def short_cpu_model(model: Optional[str]) -> Optional[str]:
+    """A CPU model without trademarks, clock and filler words.
+
+    Example:
+        >>> short_cpu_model("Intel(R) Xeon(R) CPU @ 2.20GHz")
+        'Intel Xeon'
+        >>> short_cpu_model("AMD EPYC 7B12 64-Core Processor")
+        'AMD EPYC 7B12'
+    """
+    if not model:
+        return None
+    text = re.sub(r"\((R|TM|tm|r)\)", "", model)
+    text = re.sub(r"@.*$", "", text)
+    text = re.sub(r"\b(CPU|Processor|\d+-Core)\b", "", text)
+    return " ".join(text.split()) or model
+
+
+def _notable_flags(flags: Tuple[str, ...]) -> List[str]:
+    out = []
+    if "avx512f" in flags:
+        out.append("AVX-512")
+    elif "avx2" in flags:
+        out.append("AVX2")
+    if "amx_tile" in flags:
+        out.append("AMX")
+    return out
+
+
+def _gib(mib: Optional[float]) -> str:
+    return f"{mib / 1024:.0f} GiB" if mib else "? GiB"
+
+
+def describe(hw: Mapping[str, Any]) -> str:
+    """One line about the machine, for headers and reports.
+
+    Args:
+        hw (mapping): what ``detect()`` returns.
+
+    Returns:
+        e.g. ``"2 CPU cores (Intel Xeon, AVX-512), 24 GiB RAM, no GPU, local"``.
+
+    Example:
+        >>> describe({"cpu_count": 2, "cpu_model": "Intel(R) Xeon(R) CPU @ 2.20GHz",
+        ...           "cpu_flags": ("avx512f",), "memory_total_mib": 24576, "gpus": [],
+        ...           "tpu": False, "environment": "local"})
+        '2 CPU cores (Intel Xeon, AVX-512), 24 GiB RAM, no GPU, local'
+    """
+    cores = hw.get("cpu_count")
+    cpu = f"{cores} CPU core{'' if cores == 1 else 's'}" if cores else "CPU"
+    details = [d for d in [short_cpu_model(hw.get("cpu_model"))]
+               + _notable_flags(tuple(hw.get("cpu_flags") or ())) if d]
+    if details:
+        cpu += f" ({', '.join(details)})"
+    parts = [cpu, f"{_gib(hw.get('memory_total_mib'))} RAM"]
+    gpus = list(hw.get("gpus") or [])
+    if not gpus:
+        parts.append("no GPU")
+    else:
+        names = [g.get("name") or "unknown GPU" for g in gpus]
+        first = names[0]
+        label = first if all(n == first for n in names) else " + ".join(sorted(set(names)))
+        mem = gpus[0].get("memory_total_mib")
+        count = f"{len(gpus)}× " if len(gpus) > 1 else ""
+        parts.append(f"{count}{label}" + (f" ({_gib(mem)})" if mem else ""))
+    if hw.get("tpu"):
+        parts.append("TPU")
+    parts.append(str(hw.get("environment") or "local"))
+    return ", ".join(parts)

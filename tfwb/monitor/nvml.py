@@ -1,0 +1,323 @@
+"""Every NVML call in tfwb: the GPU probe, GPU inventory and driver version.
+
+Owns all use of ``pynvml`` (package ``nvidia-ml-py``). NVML starts on first use, never at
+import or construction. A field the driver refuses (``NVMLError``, e.g. NotSupported)
+becomes ``None`` for that GPU instead of losing the sample. The ``nvml`` argument of each
+entry point takes a stand-in module, so tests need no GPU.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+
+def _load(nvml: Any) -> Any:
+    """The pynvml module: the one given, else ``import pynvml`` (ImportError if absent)."""
+    return nvml if nvml is not None else importlib.import_module("pynvml")
+
+
+def _field(nv: Any, read: Callable[[], Any]) -> Any:
+    """``read()``, or None when the driver refuses it (any ``NVMLError``)."""
+    try:
+        return read()
+    except nv.NVMLError:
+        return None
+
+
+@contextlib.contextmanager
+def _session(nv: Any) -> Iterator[None]:
+    """nvmlInit for the block, nvmlShutdown after it (NVML counts inits, so this nests)."""
+    nv.nvmlInit()
+    try:
+        yield
+    finally:
+        with contextlib.suppress(nv.NVMLError):
+            nv.nvmlShutdown()
+
+
+def _text(value: Any) -> Any:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def nvml_available(nvml: Any = None) -> bool:
+    """Whether NVML works here and sees at least one GPU. Never raises.
+
+    Args:
+        nvml (module | None, default None): pynvml or a stand-in; ``None`` imports pynvml.
+
+    Returns:
+        False without the pynvml package, without a driver, or with no GPU; else True.
+
+    Example:
+        >>> isinstance(nvml_available(), bool)
+        True
+    """
+    try:
+        nv = _load(nvml)
+        with _session(nv):
+            return int(nv.nvmlDeviceGetCount()) > 0
+    except Exception:  # noqa: BLE001 - "no" is the answer to every failure here
+        return False
+
+
+def gpu_info(nvml: Any = None) -> List[Dict[str, Any]]:
+    """One dict per GPU that NVML sees.
+
+    Args:
+        nvml (module | None, default None): pynvml or a stand-in; ``None`` imports pynvml.
+
+    Returns:
+        ``[{"index": int, "name": str, "memory_total_mib": float,
+        "compute_capability": (major, minor)}, ...]``, a field ``None`` where the driver
+        refuses it; ``[]`` without pynvml, driver or GPU.
+
+    Example:
+        >>> [g["name"] for g in gpu_info()]  # doctest: +SKIP
+        ['NVIDIA H100 80GB HBM3']
+    """
+    try:
+        nv = _load(nvml)
+        with _session(nv):
+            out = []
+            for index in range(int(nv.nvmlDeviceGetCount())):
+                handle = _field(nv, lambda: nv.nvmlDeviceGetHandleByIndex(index))
+                if handle is None:
+                    out.append({"index": index, "name": None, "memory_total_mib": None,
+                                "compute_capability": None})
+                    continue
+                cc = _field(nv, lambda: nv.nvmlDeviceGetCudaComputeCapability(handle))
+                out.append({
+                    "index": index,
+                    "name": _text(_field(nv, lambda: nv.nvmlDeviceGetName(handle))),
+                    "memory_total_mib": _field(
+                        nv, lambda: nv.nvmlDeviceGetMemoryInfo(handle).total / 2**20),
+                    "compute_capability": tuple(int(x) for x in cc) if cc is not None else None,
+                })
+            return out
+    except Exception:  # noqa: BLE001 - no NVML means no GPUs to list
+        return []
+
+
+def driver_version(nvml: Any = None) -> Optional[str]:
+    """The NVIDIA driver's version string, or None without NVML. Never raises.
+
+    Example:
+        >>> driver_version()  # doctest: +SKIP
+        '580.159.04'
+    """
+    try:
+        nv = _load(nvml)
+        with _session(nv):
+            return _text(nv.nvmlSystemGetDriverVersion())
+    except Exception:  # noqa: BLE001
+        return None
+
+
+class NvmlProbe:
+    """Per-GPU utilization and memory in use, through NVML.
+
+    NVML is initialised on the first ``read()`` and shut down by ``close()``.
+
+    Args:
+        nvml (module | None, default None): pynvml or a stand-in for tests; ``None``
+            imports pynvml on first read.
+
+    Returns from ``read()``:
+        ``gpu_util_pct`` (per GPU, % of the driver's sample period, about 200 ms, in which
+        a kernel ran) and ``gpu_mem_used_mib`` (per GPU), ``None`` where refused.
+
+    Raises:
+        ImportError (from ``read``): pynvml is not installed.
+        NVMLError (from ``read``): NVML cannot start (no driver); the next read tries again.
+
+    Example:
+        >>> probe = NvmlProbe()            # touches nothing yet
+        >>> probe.read()                    # doctest: +SKIP
+        {'gpu_util_pct': (97.0,), 'gpu_mem_used_mib': (4613.0,)}
+        >>> probe.close()
+    """
+
+    def __init__(self, nvml: Any = None) -> None:
+        self._nvml_arg = nvml
+        self._nv: Any = None
+        self._handles: Optional[Tuple[Any, ...]] = None
+
+    def _start(self) -> Tuple[Any, ...]:
+        if self._handles is None:
+            nv = _load(self._nvml_arg)
+            nv.nvmlInit()
+            try:
+                count = int(nv.nvmlDeviceGetCount())
+                handles = tuple(_field(nv, lambda i=i: nv.nvmlDeviceGetHandleByIndex(i))
+                                for i in range(count))
+            except BaseException:
+                with contextlib.suppress(nv.NVMLError):
+                    nv.nvmlShutdown()
+                raise
+            self._nv, self._handles = nv, handles  # close() now owes one nvmlShutdown
+        return self._handles
+
+    def read(self) -> Dict[str, Any]:
+        handles = self._start()
+        nv = self._nv
+        util: List[Optional[float]] = []
+        mem: List[Optional[float]] = []
+        for h in handles:
+            if h is None:
+                util.append(None)
+                mem.append(None)
+                continue
+            util.append(_field(nv, lambda: float(nv.nvmlDeviceGetUtilizationRates(h).gpu)))
+            mem.append(_field(nv, lambda: nv.nvmlDeviceGetMemoryInfo(h).used / 2**20))
+        return {"gpu_util_pct": tuple(util), "gpu_mem_used_mib": tuple(mem)}
+
+    def close(self) -> None:
+        """Shut NVML down if this probe started it. Idempotent."""
+        nv, self._nv, self._handles = self._nv, None, None
+        if nv is not None:
+            with contextlib.suppress(nv.NVMLError):
+                nv.nvmlShutdown()
+
+
+# -- a stand-in for pynvml, for tests and demos without a GPU -----------------------------
+class FakeNVMLError(Exception):
+    """The stand-in's ``NVMLError``."""
+
+
+class FakeNVMLError_NotSupported(FakeNVMLError):  # noqa: N801 - mirrors pynvml's name
+    """The stand-in's ``NVMLError_NotSupported``."""
+
+
+class FakeNVMLError_DriverNotLoaded(FakeNVMLError):  # noqa: N801
+    """The stand-in's ``NVMLError_DriverNotLoaded``."""
+
+
+class _Struct:
+    def __init__(self, **kw: Any) -> None:
+        self.__dict__.update(kw)
+
+
+class FakeNvml:
+    """A stand-in for the ``pynvml`` module, with the calls tfwb makes.
+
+    Pass it as ``nvml=`` (or put it in ``sys.modules["pynvml"]``). Build one with
+    ``fake_nvml(scenario)`` or directly.
+
+    Args:
+        gpus (sequence of dict, default ()): one dict per GPU with keys ``name``,
+            ``util_pct``, ``mem_used_mib``, ``mem_total_mib``, ``compute_capability`` and
+            ``refuse`` (a set of ``"util"``, ``"mem"``, ``"name"``, ``"cc"``: calls that
+            raise ``NVMLError_NotSupported`` for that GPU).
+        init_error (Exception | None, default None): what ``nvmlInit`` raises.
+        driver (str, default "580.00.00"): what ``nvmlSystemGetDriverVersion`` returns.
+
+    Attributes:
+        init_calls, shutdown_calls (int): how often NVML was started and shut down.
+
+    Example:
+        >>> nv = fake_nvml("two healthy GPUs")
+        >>> probe = NvmlProbe(nvml=nv)
+        >>> probe.read()["gpu_util_pct"]
+        (35.0, 80.0)
+        >>> probe.close(); (nv.init_calls, nv.shutdown_calls)
+        (1, 1)
+    """
+
+    NVMLError = FakeNVMLError
+    NVMLError_NotSupported = FakeNVMLError_NotSupported
+    NVMLError_DriverNotLoaded = FakeNVMLError_DriverNotLoaded
+
+    def __init__(self, gpus: Any = (), init_error: Optional[BaseException] = None,
+                 driver: str = "580.00.00") -> None:
+        self.gpus = [dict(g) for g in gpus]
+        self.init_error = init_error
+        self.driver = driver
+        self.init_calls = 0
+        self.shutdown_calls = 0
+
+    def _gpu(self, handle: Any, call: str) -> Dict[str, Any]:
+        if self.init_calls <= self.shutdown_calls:
+            raise FakeNVMLError("Uninitialized")
+        gpu = self.gpus[handle]
+        if call in gpu.get("refuse", ()):
+            raise FakeNVMLError_NotSupported("Not Supported")
+        return gpu
+
+    def nvmlInit(self) -> None:  # noqa: N802 - pynvml's names
+        if self.init_error is not None:
+            raise self.init_error
+        self.init_calls += 1
+
+    def nvmlShutdown(self) -> None:  # noqa: N802
+        if self.init_calls <= self.shutdown_calls:
+            raise FakeNVMLError("Uninitialized")
+        self.shutdown_calls += 1
+
+    def nvmlDeviceGetCount(self) -> int:  # noqa: N802
+        if self.init_calls <= self.shutdown_calls:
+            raise FakeNVMLError("Uninitialized")
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:  # noqa: N802
+        self._gpu(index, "handle")
+        return index
+
+    def nvmlDeviceGetUtilizationRates(self, handle: int) -> Any:  # noqa: N802
+        g = self._gpu(handle, "util")
+        return _Struct(gpu=g.get("util_pct", 0), memory=0)
+
+    def nvmlDeviceGetMemoryInfo(self, handle: int) -> Any:  # noqa: N802
+        g = self._gpu(handle, "mem")
+        total = g.get("mem_total_mib", 81559) * 2**20
+        used = g.get("mem_used_mib", 0) * 2**20
+        return _Struct(total=total, used=used, free=total - used)
+
+    def nvmlDeviceGetName(self, handle: int) -> Any:  # noqa: N802
+        return self._gpu(handle, "name").get("name", "Fake GPU")
+
+    def nvmlDeviceGetCudaComputeCapability(self, handle: int) -> Tuple[int, int]:  # noqa: N802
+        return tuple(self._gpu(handle, "cc").get("compute_capability", (9, 0)))
+
+    def nvmlSystemGetDriverVersion(self) -> str:  # noqa: N802
+        if self.init_calls <= self.shutdown_calls:
+            raise FakeNVMLError("Uninitialized")
+        return self.driver
+
+
+#: The named scenarios of ``fake_nvml``.
+SCENARIOS = ("no driver", "no GPU", "two healthy GPUs", "one GPU failing")
+
+
+def fake_nvml(scenario: str) -> FakeNvml:
+    """A fresh ``FakeNvml`` for a named scenario.
+
+    Args:
+        scenario (str): ``"no driver"`` (nvmlInit raises DriverNotLoaded), ``"no GPU"``
+            (NVML starts, zero devices), ``"two healthy GPUs"`` (H100 at 35 % with 1024 MiB
+            used, bytes name; H100 at 80 % with 2048 MiB used) or ``"one GPU failing"``
+            (the same two, but the second refuses utilization and compute capability).
+
+    Raises:
+        ValueError: an unknown scenario name.
+
+    Example:
+        >>> nvml_available(fake_nvml("no driver"))
+        False
+    """
+    healthy = [
+        {"name": b"NVIDIA H100 80GB HBM3", "util_pct": 35, "mem_used_mib": 1024,
+         "mem_total_mib": 81559, "compute_capability": (9, 0)},
+        {"name": "NVIDIA H100 80GB HBM3", "util_pct": 80, "mem_used_mib": 2048,
+         "mem_total_mib": 81559, "compute_capability": (9, 0)},
+    ]
+    if scenario == "no driver":
+        return FakeNvml(init_error=FakeNVMLError_DriverNotLoaded("Driver Not Loaded"))
+    if scenario == "no GPU":
+        return FakeNvml()
+    if scenario == "two healthy GPUs":
+        return FakeNvml(healthy)
+    if scenario == "one GPU failing":
+        healthy[1]["refuse"] = {"util", "cc"}
+        return FakeNvml(healthy)
+    raise ValueError(f"scenario={scenario!r} is not allowed; one of {SCENARIOS}")

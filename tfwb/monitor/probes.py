@@ -1,0 +1,166 @@
+"""Probes: small readers of one kind of utilization, each returning Sample fields.
+
+Owns the probe protocol, the CPU/RAM probe on psutil and the fake probe for tests.
+The NVML probe lives in ``tfwb.monitor.nvml`` so that all NVML calls stay in one place.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Union, runtime_checkable
+
+#: Fields of ``tfwb.records.Sample`` that a probe may return (``t_s`` is the sampler's).
+PROBE_FIELDS = ("cpu_process_pct", "cpu_system_pct", "rss_mib", "gpu_util_pct", "gpu_mem_used_mib")
+
+
+@runtime_checkable
+class Probe(Protocol):
+    """What the Sampler needs from a probe.
+
+    ``read()`` returns some of ``PROBE_FIELDS`` (GPU fields as tuples, one entry per GPU,
+    ``None`` where a GPU refused a field); it may raise, and the Sampler records the error.
+    ``close()`` releases what the probe holds; the Sampler calls it once, at stop.
+    """
+
+    def read(self) -> Dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+class PsutilProbe:
+    """This process's CPU and resident memory, and the whole machine's CPU, via psutil.
+
+    CPU figures are averages since the previous read (the first read: since construction,
+    where both counters are primed; psutil's own first ``cpu_percent`` would be a
+    meaningless 0). The kernel counts CPU time in ticks of about 10 ms, so a read less than
+    ``min_window_s`` after the previous one gives ``None`` for both CPU fields and keeps
+    the window open for the next read.
+
+    Args:
+        pid (int | None, default None): the process to watch; ``None`` is this process.
+        min_window_s (float, default 0.02): shortest window that yields CPU figures.
+        psutil_module (module | None, default None): psutil itself, or a stand-in for tests;
+            ``None`` imports psutil.
+
+    Returns from ``read()``:
+        ``cpu_process_pct`` (% of one core; can exceed 100 with several threads busy),
+        ``cpu_system_pct`` (% of all cores), ``rss_mib``.
+
+    Raises:
+        ImportError: psutil is not installed.
+        psutil.NoSuchProcess: ``pid`` does not exist.
+
+    Example:
+        >>> probe = PsutilProbe()
+        >>> sorted(probe.read())
+        ['cpu_process_pct', 'cpu_system_pct', 'rss_mib']
+    """
+
+    def __init__(self, pid: Optional[int] = None, min_window_s: float = 0.02,
+                 psutil_module: Any = None) -> None:
+        if psutil_module is None:
+            import psutil as psutil_module
+        self._psutil = psutil_module
+        self._process = psutil_module.Process(pid)
+        self.min_window_s = float(min_window_s)
+        self._prime()
+
+    def _prime(self) -> None:
+        self._last_wall_s = time.monotonic()
+        self._last_process_s = _process_cpu_s(self._process.cpu_times())
+        self._last_system = self._psutil.cpu_times()
+
+    def read(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"cpu_process_pct": None, "cpu_system_pct": None,
+                               "rss_mib": self._process.memory_info().rss / 2**20}
+        wall_s = time.monotonic() - self._last_wall_s
+        if wall_s >= self.min_window_s:
+            process_s = _process_cpu_s(self._process.cpu_times()) - self._last_process_s
+            out["cpu_process_pct"] = round(max(0.0, 100.0 * process_s / wall_s), 2)
+            out["cpu_system_pct"] = _busy_pct(self._last_system, self._psutil.cpu_times())
+            self._prime()
+        return out
+
+    def close(self) -> None:
+        """Nothing to release; here for the protocol."""
+
+
+def _process_cpu_s(times: Any) -> float:
+    """User plus system CPU seconds of a ``Process.cpu_times()`` reading."""
+    return float(times.user) + float(times.system)
+
+
+def _busy_pct(before: Any, after: Any) -> Optional[float]:
+    """Whole-machine CPU busy % between two ``psutil.cpu_times()`` readings.
+
+    Counted as psutil's own ``cpu_percent`` counts it (idle and iowait are not busy; guest
+    time is already inside user time), but from our own previous reading, so that two
+    probes, or other code calling ``psutil.cpu_percent``, cannot disturb each other.
+    Returns None when no clock tick passed in between.
+    """
+    def total_and_busy(t: Any) -> "tuple[float, float]":
+        total = sum(t) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+        return total, total - t.idle - getattr(t, "iowait", 0.0)
+
+    total0, busy0 = total_and_busy(before)
+    total1, busy1 = total_and_busy(after)
+    if total1 <= total0:
+        return None
+    return round(min(100.0, max(0.0, 100.0 * (busy1 - busy0) / (total1 - total0))), 2)
+
+
+class FakeProbe:
+    """A probe that returns given values, for tests and dry runs.
+
+    Args:
+        values (sequence of dict | callable(t_s) -> dict): a sequence is returned one
+            item per read, the last repeating once it runs out; an item that is an
+            exception is raised instead. A callable gets ``clock()`` and returns the dict.
+        clock (callable() -> float | None, default None): seconds for a callable ``values``;
+            ``None`` is seconds since this probe was built.
+
+    Attributes:
+        reads (int): how many times ``read()`` ran.
+        read_threads (list of str): the name of the thread of each read.
+        closed (bool): whether ``close()`` ran.
+
+    Raises:
+        ValueError: ``values`` is an empty sequence.
+
+    Example:
+        >>> probe = FakeProbe([{"rss_mib": 1.0}, RuntimeError("gone")])
+        >>> probe.read()
+        {'rss_mib': 1.0}
+    """
+
+    def __init__(self, values: Union[Sequence[Any], Callable[[float], Dict[str, Any]]],
+                 clock: Optional[Callable[[], float]] = None) -> None:
+        if callable(values):
+            self._fn: Optional[Callable[[float], Dict[str, Any]]] = values
+            self._values: List[Any] = []
+        else:
+            self._fn = None
+            self._values = list(values)
+            if not self._values:
+                raise ValueError("values must hold at least one dict (got an empty sequence)")
+        if clock is None:
+            t0_ns = time.perf_counter_ns()
+            clock = lambda: (time.perf_counter_ns() - t0_ns) / 1e9  # noqa: E731
+        self._clock = clock
+        self.reads = 0
+        self.read_threads: List[str] = []
+        self.closed = False
+
+    def read(self) -> Dict[str, Any]:
+        self.read_threads.append(threading.current_thread().name)
+        if self._fn is not None:
+            value = self._fn(self._clock())
+        else:
+            value = self._values[min(self.reads, len(self._values) - 1)]
+        self.reads += 1
+        if isinstance(value, BaseException):
+            raise value
+        return dict(value)
+
+    def close(self) -> None:
+        self.closed = True
