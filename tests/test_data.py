@@ -1,0 +1,306 @@
+"""Tests of tfwb.tf.images and tfwb.tf.data: generated image files and knob-driven pipelines."""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import shutil
+
+import pytest
+
+pytest.importorskip("tensorflow")
+# Import the runner first: it splits the CPU into logical devices, which TF allows only
+# before its runtime starts (test_train's mirrored run needs it in this process).
+import tfwb.tf.train  # noqa: E402,F401
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from tfwb.config import RunConfig  # noqa: E402
+from tfwb.tf import data as tfdata  # noqa: E402
+from tfwb.tf import images  # noqa: E402
+from tfwb.workloads import get_workload, register_workload, unregister_workload  # noqa: E402
+
+pytestmark = pytest.mark.tf
+
+SMALL = images.SPECS["small"]
+USER = "test-data-user-workload"
+
+
+@pytest.fixture
+def data_dir(tmp_path, monkeypatch):
+    root = tmp_path / "tfwb-data"
+    monkeypatch.setenv("TFWB_DATA_DIR", str(root))
+    return root
+
+
+@pytest.fixture
+def user_workload():
+    def register(data_fn):
+        register_workload(USER, model_fn=lambda cfg: None, data_fn=data_fn)
+        return get_workload(USER)
+
+    yield register
+    unregister_workload(USER)
+
+
+def cfg(**changes) -> RunConfig:
+    base = dict(size="small", batch_size=16, storage_latency_ms=0, sample_interval_s=0.05)
+    base.update(changes)
+    return RunConfig(**base)
+
+
+def first_batch(config: RunConfig, workload=None):
+    ds, notes = tfdata.build_dataset(config, workload or get_workload(config.workload))
+    x, y = next(iter(ds))
+    return ds, notes, x, y
+
+
+def file_bytes(files: images.ImageFiles) -> list:
+    return [open(p, "rb").read() for p in files.paths]
+
+
+# -- generated files ---------------------------------------------------------------------
+def test_data_root_is_read_at_call_time(data_dir, monkeypatch):
+    assert images.data_root() == data_dir
+    monkeypatch.setenv("TFWB_DATA_DIR", str(data_dir / "elsewhere"))
+    assert images.data_root() == data_dir / "elsewhere"
+
+
+def test_generation_writes_manifest_and_every_file(data_dir):
+    files = images.ensure_images("small", seed=0)
+    assert files.root.parent == data_dir
+    manifest = json.loads((files.root / "manifest.json").read_text())
+    assert manifest["format"] == images.FORMAT_VERSION and manifest["seed"] == 0
+    assert len(files.shard_paths) == SMALL.n_shards
+    assert all(len(s) == SMALL.n_images // SMALL.n_shards for s in files.shard_paths)
+    assert len(files.paths) == len(files.labels) == SMALL.n_images
+    assert all(os.path.isfile(p) for p in files.paths)
+    assert [p for p in os.listdir(data_dir)] == [files.root.name], "no temporary folder left behind"
+
+
+def test_generated_images_decode_to_the_spec(data_dir):
+    from PIL import Image
+
+    files = images.ensure_images("small", seed=0)
+    with Image.open(files.paths[0]) as im:
+        assert im.size == (SMALL.image_px, SMALL.image_px) and im.mode == "RGB"
+
+
+def test_labels_are_balanced_and_cover_every_class(data_dir):
+    labels = images.ensure_images("small", seed=0).labels
+    counts = collections.Counter(labels)
+    assert sorted(counts) == list(range(SMALL.n_classes))
+    assert max(counts.values()) - min(counts.values()) <= 1
+    assert labels != sorted(labels), "labels are shuffled across shards"
+
+
+def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path, monkeypatch):
+    monkeypatch.setenv("TFWB_DATA_DIR", str(tmp_path / "a"))
+    a = images.ensure_images("small", seed=0)
+    a_bytes = file_bytes(a)
+    monkeypatch.setenv("TFWB_DATA_DIR", str(tmp_path / "b"))
+    b = images.ensure_images("small", seed=0)
+    assert a.root != b.root
+    assert file_bytes(b) == a_bytes
+    assert b.labels == a.labels
+    c = images.ensure_images("small", seed=1)
+    assert c.root != b.root
+    c_bytes = file_bytes(c)
+    assert c_bytes[0] != a_bytes[0]
+    assert sum(x != y for x, y in zip(c_bytes, a_bytes)) == len(a_bytes)
+
+
+def test_second_call_reuses_files(data_dir):
+    files = images.ensure_images("small", seed=0)
+    manifest = files.root / "manifest.json"
+    first_mtime = os.stat(manifest).st_mtime_ns
+    again = images.ensure_images("small", seed=0)
+    assert again == files
+    assert os.stat(manifest).st_mtime_ns == first_mtime
+
+
+def test_unknown_size_raises(data_dir):
+    with pytest.raises(ValueError, match="size='medium'"):
+        images.ensure_images("medium")
+
+
+# -- pipelines: shapes for every source ------------------------------------------------------
+@pytest.mark.parametrize("source", ["files", "generator", "memory"])
+def test_each_source_yields_float_images_and_int_labels(data_dir, source):
+    ds, _, x, y = first_batch(cfg(data_source=source))
+    assert x.shape == (16, SMALL.image_px, SMALL.image_px, 3) and x.dtype == tf.float32
+    assert y.shape == (16,) and y.dtype.is_integer
+    assert ds.element_spec[0].shape == (16, 32, 32, 3)
+    assert 0.0 <= float(tf.reduce_min(x)) and float(tf.reduce_max(x)) <= 255.0
+    assert set(y.numpy().tolist()) <= set(range(SMALL.n_classes))
+
+
+@pytest.mark.parametrize("knobs", [
+    {"parallel_map": True}, {"interleave": True}, {"vectorized_map": True}, {"shuffle_buffer": 64},
+    {"cache": True, "prefetch": True}, {"storage_latency_ms": 1.0, "deterministic": False},
+])
+def test_pipeline_knobs_keep_batch_shape(data_dir, knobs):
+    _, _, x, y = first_batch(cfg(**knobs))
+    assert x.shape == (16, 32, 32, 3) and x.dtype == tf.float32 and y.shape == (16,)
+
+
+@pytest.mark.parametrize("source", ["files", "generator"])
+def test_sequential_sources_keep_file_order(data_dir, source):
+    files = images.ensure_images("small", seed=0)
+    _, _, _, y = first_batch(cfg(data_source=source))
+    assert y.numpy().tolist() == files.labels[:16]
+
+
+def test_interleave_reads_shards_round_robin(data_dir):
+    files = images.ensure_images("small", seed=0)
+    _, _, _, y = first_batch(cfg(interleave=True))
+    n = SMALL.n_shards
+    expected = [files.shard_labels[i % n][i // n] for i in range(16)]
+    assert y.numpy().tolist() == expected
+
+
+def test_pipeline_repeats_past_one_epoch(data_dir):
+    ds, _ = tfdata.build_dataset(cfg(), get_workload("images"))
+    batches = SMALL.n_images // 16
+    assert sum(1 for _ in ds.take(batches + 3)) == batches + 3
+
+
+# -- prefetch really off -----------------------------------------------------------------------
+@pytest.mark.parametrize("source", ["files", "generator"])
+def test_prefetch_false_turns_off_injected_prefetch(data_dir, source):
+    ds, _ = tfdata.build_dataset(cfg(data_source=source, prefetch=False), get_workload("images"))
+    assert ds.options().experimental_optimization.inject_prefetch is False
+
+
+def test_prefetch_true_leaves_injection_on(data_dir):
+    ds, _ = tfdata.build_dataset(cfg(prefetch=True), get_workload("images"))
+    assert ds.options().experimental_optimization.inject_prefetch is not False
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_deterministic_option_follows_the_knob(data_dir, deterministic):
+    ds, _ = tfdata.build_dataset(cfg(deterministic=deterministic), get_workload("images"))
+    assert ds.options().deterministic is deterministic
+
+
+# -- notes and latency ---------------------------------------------------------------------------
+def test_memory_and_generator_notes(data_dir):
+    _, notes = tfdata.build_dataset(cfg(data_source="memory"), get_workload("images"))
+    assert any("data_source='memory'" in n for n in notes)
+    _, notes = tfdata.build_dataset(cfg(data_source="generator", interleave=True), get_workload("images"))
+    assert any(n.startswith("interleave does not apply") for n in notes)
+    _, notes = tfdata.build_dataset(cfg(), get_workload("images"))
+    assert notes == ()
+
+
+def test_storage_latency(data_dir):
+    assert tfdata.storage_latency_s(cfg(storage_latency_ms=None)) == SMALL.default_latency_ms / 1e3
+    assert tfdata.storage_latency_s(cfg(storage_latency_ms=0)) == 0
+    assert tfdata.storage_latency_s(cfg(storage_latency_ms=25)) == 0.025
+    assert tfdata.storage_latency_s(cfg(size="full", storage_latency_ms=None)) == (
+        images.SPECS["full"].default_latency_ms / 1e3)
+
+
+# -- cache -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("where", ["missing-folder", "under-a-file"])
+def test_cache_in_unwritable_place_names_cache(data_dir, tmp_path, where):
+    if where == "missing-folder":
+        prefix = tmp_path / "no" / "such" / "folder" / "cache"
+    else:
+        (tmp_path / "a-file").write_text("x")
+        prefix = tmp_path / "a-file" / "cache"
+    with pytest.raises(ValueError) as info:
+        tfdata.build_dataset(cfg(cache=str(prefix)), get_workload("images"))
+    msg = str(info.value)
+    assert f"cache={str(prefix)!r}" in msg
+    assert "cache=True" in msg, "the message says what to pick instead"
+
+
+def test_cache_path_prefix_writes_cache_files(data_dir, tmp_path):
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    prefix = folder / "run"
+    ds, _ = tfdata.build_dataset(cfg(cache=str(prefix)), get_workload("images"))
+    batches = SMALL.n_images // 16
+    for _ in ds.take(batches + 2):     # one full epoch completes the cache
+        pass
+    written = [name for name in os.listdir(folder) if name.startswith("run-")]
+    assert any(name.endswith(".index") for name in written), written
+    assert any(".data-" in name for name in written), written
+
+
+# -- data that vanished ------------------------------------------------------------------------------
+def test_deleted_data_folder_is_regenerated(data_dir):
+    files = images.ensure_images("small", seed=0)
+    shutil.rmtree(files.root)
+    _, _, x, _ = first_batch(cfg())
+    assert x.shape == (16, 32, 32, 3)
+    assert (files.root / "manifest.json").exists()
+    assert all(os.path.isfile(p) for p in files.paths)
+
+
+@pytest.mark.parametrize("which", [0, -1])
+def test_deleted_image_files_raise_with_advice(data_dir, which):
+    files = images.ensure_images("small", seed=0)
+    os.remove(files.paths[which])
+    with pytest.raises(FileNotFoundError) as info:
+        tfdata.build_dataset(cfg(), get_workload("images"))
+    msg = str(info.value)
+    assert str(files.root) in msg
+    assert "delete" in msg and "TFWB_DATA_DIR" in msg and "regenerate" in msg
+
+
+@pytest.mark.xfail(reason="BUG: images._generate swallows the failed rename when the folder exists "
+                          "without a manifest; ensure_images then raises a bare FileNotFoundError "
+                          "with no advice", strict=True)
+def test_folder_without_manifest_is_regenerated_or_explained(data_dir):
+    files = images.ensure_images("small", seed=0)
+    os.remove(files.root / "manifest.json")
+    try:
+        again = images.ensure_images("small", seed=0)
+    except FileNotFoundError as e:
+        assert "delete" in str(e) or "TFWB_DATA_DIR" in str(e), str(e)
+    else:
+        assert all(os.path.isfile(p) for p in again.paths)
+
+
+# -- user workloads ---------------------------------------------------------------------------------
+def toy_data(cfg_):
+    x = np.arange(40 * 4, dtype="float32").reshape(40, 4)
+    y = (np.arange(40) % 3).astype("int32")
+    return tf.data.Dataset.from_tensor_slices((x, y))
+
+
+@pytest.mark.parametrize("source", ["files", "memory"])
+def test_user_workload_is_batched_and_repeated(user_workload, source):
+    w = user_workload(toy_data)
+    ds, notes = tfdata.build_dataset(cfg(workload=USER, data_source=source, batch_size=8), w)
+    batches = list(ds.take(7))                       # 40 examples: 5 batches, then repeat
+    assert all(x.shape == (8, 4) and y.shape == (8,) for x, y in batches)
+    if source == "files":
+        assert batches[0][1].numpy().tolist() == [0, 1, 2, 0, 1, 2, 0, 1]
+        assert ds.options().experimental_optimization.inject_prefetch is False
+
+
+def test_user_workload_notes_knobs_that_do_not_apply(user_workload):
+    w = user_workload(toy_data)
+    _, notes = tfdata.build_dataset(cfg(workload=USER, parallel_map=True, interleave=True), w)
+    assert any(n.startswith("parallel_map does not apply") for n in notes)
+    assert any(n.startswith("interleave does not apply") for n in notes)
+
+
+def test_user_workload_with_generator_source_raises(user_workload):
+    w = user_workload(toy_data)
+    with pytest.raises(ValueError, match="data_source='generator'") as info:
+        tfdata.build_dataset(cfg(workload=USER, data_source="generator"), w)
+    assert USER in str(info.value)
+
+
+@pytest.mark.parametrize("returned", [[(1.0, 0)], None, np.zeros((4, 2))])
+def test_user_data_fn_must_return_a_dataset(user_workload, returned):
+    w = user_workload(lambda cfg_: returned)
+    with pytest.raises(ValueError) as info:
+        tfdata.build_dataset(cfg(workload=USER), w)
+    msg = str(info.value)
+    assert "data_fn" in msg and USER in msg and "tf.data.Dataset" in msg
+    assert type(returned).__name__ in msg
