@@ -250,9 +250,6 @@ def test_deleted_image_files_raise_with_advice(data_dir, which):
     assert "delete" in msg and "TFWB_DATA_DIR" in msg and "regenerate" in msg
 
 
-@pytest.mark.xfail(reason="BUG: images._generate swallows the failed rename when the folder exists "
-                          "without a manifest; ensure_images then raises a bare FileNotFoundError "
-                          "with no advice", strict=True)
 def test_folder_without_manifest_is_regenerated_or_explained(data_dir):
     files = images.ensure_images("small", seed=0)
     os.remove(files.root / "manifest.json")

@@ -159,9 +159,6 @@ def test_result_from_unregistered_workload_loads():
     assert RunResult.from_json(r.to_json()).config.workload == "someone-elses"
 
 
-@pytest.mark.xfail(reason="BUG: fingerprint tuples (GPU compute_capability, as tfwb.tf.train.fingerprint "
-                          "stores it) come back as lists, so a GPU run's result != its JSON round trip",
-                   strict=True)
 def test_json_round_trip_equality_with_gpu_fingerprint():
     r = make_result(fingerprint={"gpus": [{"name": "Tesla T4", "compute_capability": (7, 5)}]})
     assert RunResult.from_json(r.to_json()) == r
@@ -232,8 +229,6 @@ def test_load_truncated_last_line_names_file_and_line(tmp_path):
     assert str(path) in msg
 
 
-@pytest.mark.xfail(reason="BUG: append_result after a crash-truncated last line glues the new result "
-                          "onto the partial line, so the new result is lost too", strict=True)
 def test_append_after_truncated_line_keeps_new_result_on_its_own_line(tmp_path):
     path = tmp_path / "runs.jsonl"
     r = make_result()

@@ -271,9 +271,6 @@ def test_user_workload_with_generator_source_fails_clearly():
     assert "data_source='generator'" in r.error and TINY in r.error
 
 
-@pytest.mark.xfail(reason="BUG: train._describe keeps only the first line of a TF error, which is "
-                          "'Graph execution error:', so the cause (here the bad label) is lost",
-                   strict=True)
 def test_tf_op_error_message_keeps_its_cause():
     r = train.run(tiny(workload=BAD_LABELS))
     assert r.status == "failed"
@@ -301,9 +298,6 @@ def test_mirrored_batch_must_divide_among_replicas():
     assert "batch_size=15" in r.error and "multiple" in r.error
 
 
-@pytest.mark.xfail(reason="BUG: strategies.make_strategy builds a new MirroredStrategy per run; a second "
-                          "mirrored run with a different model in the same process fails with "
-                          "'Shape mismatch in the collective instance'", strict=True)
 def test_two_mirrored_runs_with_different_models_in_one_process():
     # In a subprocess: the failure poisons the process's collectives for later mirrored runs.
     code = textwrap.dedent(f"""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import os
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping, Optional, Union
@@ -152,6 +153,15 @@ class RunConfig:
     _check_workload: bool = field(default=True, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        # NumPy scalars (from sweeps) become plain Python numbers; bools stay bools.
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Number):
+                continue
+            if isinstance(value, numbers.Integral) and not isinstance(value, int):
+                object.__setattr__(self, f.name, int(value))
+            elif isinstance(value, numbers.Real) and not isinstance(value, (int, float)):
+                object.__setattr__(self, f.name, float(value))
         if self._check_workload:
             from .workloads import workload_names
 

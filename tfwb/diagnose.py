@@ -40,14 +40,22 @@ def input_verdict(fraction: float) -> str:
 
 
 def _input_suggestions(cfg) -> tuple:
+    from .workloads import get_workload
+
+    if cfg.data_source == "memory":
+        return ()          # staged batches: no pipeline knob applies
+    try:
+        builtin = get_workload(cfg.workload).builtin
+    except ValueError:     # a saved result whose workload is not registered here
+        builtin = False
     out = []
     if cfg.data_source == "generator":
         out.append(("data_source", "files", "read the files with tf.data instead of a Python generator"))
     if not cfg.prefetch:
         out.append(("prefetch", True, "overlap input with the step"))
-    if not cfg.parallel_map:
+    if builtin and not cfg.parallel_map:
         out.append(("parallel_map", True, "decode and augment on several cores"))
-    if not cfg.interleave:
+    if builtin and not cfg.interleave:
         out.append(("interleave", True, "read several shards at once (hides storage latency)"))
     if not cfg.cache:
         out.append(("cache", True, "decode once, reuse every epoch"))

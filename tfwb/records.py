@@ -109,6 +109,9 @@ class RunResult:
             object.__setattr__(self, name, _floats(name, getattr(self, name)))
         object.__setattr__(self, "samples", tuple(self.samples))
         object.__setattr__(self, "notes", tuple(self.notes))
+        # Keep the fingerprint in its JSON form (tuples as lists), so a result equals
+        # its own round trip.
+        object.__setattr__(self, "fingerprint", json.loads(json.dumps(_finite(self.fingerprint), default=str)))
         if len(self.input_wait_s) not in (0, len(self.step_times_s)):
             raise ValueError("input_wait_s must have one value per measured step")
 
@@ -219,8 +222,11 @@ def append_result(path: "os.PathLike | str", result: RunResult) -> None:
     processes appending to the same history do not interleave their lines.
     """
     data = (result.to_json() + "\n").encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data     # a crash cut the last line short: do not glue onto it
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]

@@ -107,6 +107,8 @@ def ensure_images(size: str, seed: int = 0) -> ImageFiles:
     root = dataset_dir(size, seed)
     manifest = root / "manifest.json"
     if not manifest.exists():
+        if root.exists():   # a folder without its manifest: partly deleted; start over
+            shutil.rmtree(root, ignore_errors=True)
         _generate(root, spec, seed)
     data = json.loads(manifest.read_text())
     shard_paths = tuple(tuple(str(root / p) for p in shard) for shard in data["shards"])

@@ -17,6 +17,7 @@ import tensorflow as tf
 from ..config import RunConfig
 
 DEFAULT_CPU_REPLICAS = 2
+_MIRRORED: dict = {}   # one MirroredStrategy per device list, reused across runs
 
 
 def ensure_cpu_replicas(n: int | None = None) -> int:
@@ -48,6 +49,19 @@ def _tpu_strategy():
     return tf.distribute.TPUStrategy(resolver)
 
 
+def _mirrored(devices) -> tf.distribute.Strategy:
+    """The process's MirroredStrategy over ``devices``.
+
+    Built once and reused: a second MirroredStrategy over the same devices in one
+    process breaks its collectives ("Shape mismatch in the collective instance")
+    as soon as a run trains a different model.
+    """
+    key = tuple(devices)
+    if key not in _MIRRORED:
+        _MIRRORED[key] = tf.distribute.MirroredStrategy(list(key))
+    return _MIRRORED[key]
+
+
 def make_strategy(cfg: RunConfig) -> tf.distribute.Strategy:
     """The strategy ``cfg.strategy`` names.
 
@@ -63,7 +77,7 @@ def make_strategy(cfg: RunConfig) -> tf.distribute.Strategy:
         gpus = tf.config.list_logical_devices("GPU")
         if gpus:
             names = [d.name for d in gpus][: cfg.replicas or len(gpus)]
-            return tf.distribute.MirroredStrategy(names)
+            return _mirrored(names)
         cpus = [d.name for d in tf.config.list_logical_devices("CPU")]
         want = cfg.replicas or DEFAULT_CPU_REPLICAS
         if len(cpus) < want:
@@ -72,7 +86,7 @@ def make_strategy(cfg: RunConfig) -> tf.distribute.Strategy:
                 f"but this process has {len(cpus)}: TensorFlow started before tfwb could split "
                 "the CPU. Restart the kernel and import tfwb.tf.train before other TF work "
                 f"(or set TFWB_CPU_REPLICAS={want}), or use replicas={len(cpus)}")
-        return tf.distribute.MirroredStrategy(cpus[:want])
+        return _mirrored(cpus[:want])
     # multi_worker
     if "TF_CONFIG" not in os.environ:
         raise ValueError("strategy='multi_worker' needs a cluster: set TF_CONFIG for each worker "

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import platform
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -114,8 +115,9 @@ def fingerprint(cfg: RunConfig, strategy=None) -> dict:
     gpus = []
     for d in tf.config.list_physical_devices("GPU"):
         details = tf.config.experimental.get_device_details(d)
+        cc = details.get("compute_capability")
         gpus.append({"name": details.get("device_name", d.name),
-                     "compute_capability": details.get("compute_capability")})
+                     "compute_capability": list(cc) if cc else None})
     hw = hardware.detect()
     return {
         "tensorflow": tf.__version__, "keras": keras.__version__,
@@ -271,6 +273,7 @@ def run(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bo
     total = cfg.warmup_steps + cfg.steps
     try:
         sampler.start()
+        state["fp"] = fingerprint(cfg)       # so a run that fails in setup still says where it ran
         with prepared(cfg) as p:
             notes.extend(p.notes)
             state["fp"] = fingerprint(cfg, p.strategy)
@@ -299,8 +302,22 @@ def run(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bo
     )
 
 
+_TF_NOISE = re.compile(r"^(Graph execution error:|Detected at node|\s*File |\s*\[\[|\s*$|\d+ root error|"
+                       r"\s*\(\d+\) |0 successful operations|\d+ derived errors)")
+
+
 def _describe(e: BaseException, cfg: RunConfig) -> str:
-    msg = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+    """One line: the exception type and its real cause, plus advice where there is some.
+
+    TF op errors start with "Graph execution error:" and a traceback of graph
+    nodes; the cause is the last line that is not part of that frame.
+    """
+    text = str(e).strip()
+    lines = text.splitlines() or [""]
+    if isinstance(e, tf.errors.OpError):
+        kept = [ln.strip() for ln in lines if not _TF_NOISE.match(ln)]
+        lines = kept[-1:] or lines[:1]
+    msg = f"{type(e).__name__}: {lines[0]}"
     if isinstance(e, tf.errors.ResourceExhaustedError):
         msg += f" (out of memory: try a smaller batch_size than {cfg.batch_size})"
     if isinstance(e, tf.errors.NotFoundError):
