@@ -1,0 +1,242 @@
+"""Fresh environments: the Binder install runs chapter 00, and the Workbench works on ipywidgets 7.7.
+
+Slow (each builds a virtual environment with pip), so marked ``slow``:
+``pytest -m slow tests/test_binder.py -s`` prints the install and run times.
+
+* Binder: a venv built from exactly ``binder/requirements.txt`` (pip run from the
+  repository root, as repo2docker does, because the file installs ``.``), with the
+  Python that ``binder/runtime.txt`` names when this machine has it. Chapter 00 is
+  executed in it with ``jupyter nbconvert --execute`` in small mode, from a copy in a
+  temporary folder, so its run history stays out of the working tree.
+* ipywidgets 7.7 (what Colab long shipped): a venv with ``ipywidgets==7.7.*`` and
+  tfwb's other dependencies (no TensorFlow); a script builds the Workbench with a
+  fake runner, checks its CSS classes, clicks Run and checks the chart's PNG.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTER_00 = ROOT / "notebooks" / "00_measuring.ipynb"
+INSTALL_TIMEOUT_S = 1800
+CHAPTER_TIMEOUT_S = 1800
+
+
+def _tail(text: str, chars: int = 3000) -> str:
+    lines = [ln for ln in text.splitlines() if "is ignored: it is neither a file nor a directory" not in ln]
+    return "\n".join(lines)[-chars:]
+
+
+def _runs(python: str, version: str) -> bool:
+    try:
+        out = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                             capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and out.stdout.strip() == version
+
+
+def binder_python() -> tuple:
+    """(python, why): the interpreter binder/runtime.txt asks for if this machine has it, else ours."""
+    runtime = ROOT / "binder" / "runtime.txt"
+    match = re.fullmatch(r"python-(\d+\.\d+)", runtime.read_text().strip()) if runtime.exists() else None
+    if match is None:
+        return sys.executable, "binder/runtime.txt names no python-X.Y; using the test's own Python"
+    version = match.group(1)
+    candidates = [shutil.which(f"python{version}")]                      # may be a pyenv shim that fails
+    candidates += sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{version}.*/bin/python{version}")))
+    for python in filter(None, candidates):
+        if _runs(python, version):
+            return python, f"python {version} as binder/runtime.txt asks ({python})"
+    return sys.executable, (f"binder/runtime.txt asks for python {version}, which this machine lacks; "
+                            f"using {sys.executable} ({sys.version.split()[0]})")
+
+
+def _clean_env(**extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "MPLBACKEND", "PYTHONHOME", "JUPYTER_PATH")}
+    env.update(extra)
+    return env
+
+
+def make_venv(python: str, where: Path) -> Path:
+    subprocess.run([python, "-m", "venv", str(where)], check=True, timeout=300)
+    return where / "bin" / "python"
+
+
+def pip_install(venv_python: Path, args: list, *, cwd: Path) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.run([str(venv_python), "-m", "pip", "install", "-q", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, env=_clean_env())
+    if proc.returncode != 0:
+        pytest.fail(f"pip install {' '.join(args)} failed (exit {proc.returncode}):\n"
+                    f"{_tail(proc.stdout + proc.stderr)}")
+    return time.perf_counter() - t0
+
+
+@pytest.fixture(scope="module")
+def binder_venv(tmp_path_factory) -> Path:
+    """A virtual environment built from exactly binder/requirements.txt, from the repository root."""
+    python, why = binder_python()
+    print(f"\n[binder] interpreter: {why}", flush=True)
+    venv_python = make_venv(python, tmp_path_factory.mktemp("binder") / "venv")
+    seconds = pip_install(venv_python, ["-r", "binder/requirements.txt"], cwd=ROOT)
+    print(f"[binder] pip install -r binder/requirements.txt: {seconds:.0f} s", flush=True)
+    return venv_python
+
+
+def test_binder_requirements_install_the_package_and_a_kernel(binder_venv, tmp_path):
+    jupyter_data = tmp_path / "jupyter-data"          # no user-level kernelspec can shadow the venv's
+    env = _clean_env(JUPYTER_DATA_DIR=str(jupyter_data))
+    probe = subprocess.run(
+        [str(binder_venv), "-c", textwrap.dedent("""
+            import importlib.metadata as md, json, tfwb
+            print(json.dumps({"tfwb": tfwb.__file__,
+                              "have": {n: md.version(n) for n in ("ipykernel", "nbconvert", "nbclient",
+                                                                   "ipywidgets", "jupyterlab", "tensorflow-cpu")}}))
+        """)], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
+    assert probe.returncode == 0, probe.stderr
+    info = json.loads(probe.stdout.strip().splitlines()[-1])
+    print(f"\n[binder] {info['have']}", flush=True)
+    venv_dir = binder_venv.parent.parent
+    assert Path(info["tfwb"]).resolve().is_relative_to(venv_dir.resolve()), \
+        f"tfwb was imported from {info['tfwb']}, not installed into the Binder venv by the '.' line"
+    specs = subprocess.run([str(binder_venv), "-m", "jupyter", "kernelspec", "list", "--json"],
+                           capture_output=True, text=True, env=env, timeout=120)
+    assert specs.returncode == 0, specs.stderr
+    python3 = json.loads(specs.stdout)["kernelspecs"]["python3"]
+    assert Path(python3["resource_dir"]).resolve().is_relative_to(venv_dir.resolve()), python3
+
+
+def test_binder_env_runs_chapter_00(binder_venv, tmp_path):
+    work = tmp_path / "nb"
+    work.mkdir()
+    nb = json.loads(CHAPTER_00.read_text(encoding="utf-8"))
+    nb["cells"].append({                              # which tfwb the kernel really imported
+        "cell_type": "code", "execution_count": None, "id": "tfwb-binder-probe", "metadata": {},
+        "outputs": [], "source": "import sys, tfwb\nprint('PROBE', sys.executable, tfwb.__file__)"})
+    src = work / "00_measuring.ipynb"
+    src.write_text(json.dumps(nb), encoding="utf-8")
+    env = _clean_env(TFWB_FAST="1", TFWB_DATA_DIR=str(tmp_path / "tfwb-data"),
+                     JUPYTER_DATA_DIR=str(tmp_path / "jupyter-data"),
+                     JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"), TF_CPP_MIN_LOG_LEVEL="2")
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [str(binder_venv), "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
+         f"--ExecutePreprocessor.timeout={CHAPTER_TIMEOUT_S}", "--ExecutePreprocessor.kernel_name=python3",
+         "--output", "executed.ipynb", "--output-dir", str(work), str(src)],
+        cwd=work, capture_output=True, text=True, env=env, timeout=CHAPTER_TIMEOUT_S + 300)
+    seconds = time.perf_counter() - t0
+    print(f"\n[binder] chapter 00 executed with nbconvert in {seconds:.0f} s (TFWB_FAST=1)", flush=True)
+    assert proc.returncode == 0, f"nbconvert failed (exit {proc.returncode}):\n{_tail(proc.stderr)}"
+
+    out = json.loads((work / "executed.ipynb").read_text(encoding="utf-8"))
+    code = [c for c in out["cells"] if c["cell_type"] == "code" and "".join(c["source"]).strip()]
+    assert all(c.get("execution_count") is not None for c in code), "some code cells did not run"
+    errors = [f"{o.get('ename')}: {o.get('evalue')}" for c in code for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert not errors, errors
+    probe = "".join("".join(o.get("text", "")) for o in code[-1].get("outputs", []))
+    venv_dir = binder_venv.parent.parent.resolve()
+    match = re.search(r"PROBE (\S+) (\S+)", probe)
+    assert match, f"the probe cell printed {probe!r}"
+    kernel_python, tfwb_file = match.groups()
+    assert Path(tfwb_file).resolve().is_relative_to(venv_dir), f"the kernel imported tfwb from {tfwb_file!r}"
+    assert Path(kernel_python).parent.parent.resolve() == venv_dir, f"the kernel ran {kernel_python!r}"
+
+
+# -- ipywidgets 7.7 ----------------------------------------------------------------------
+
+WIDGETS_7_SCRIPT = r'''
+import json
+import ipywidgets
+from tfwb.config import RunConfig
+from tfwb.records import RunResult
+from tfwb.ui.workbench import KNOB_FIELDS, Workbench
+
+calls = []
+
+def runner(cfg, progress=None):
+    """Canned timings: 50 ms steps with prefetch, 100 ms without."""
+    calls.append(cfg)
+    total = cfg.warmup_steps + cfg.steps
+    for done in range(1, total + 1):
+        progress(done, total)
+    step_s = 0.05 if cfg.prefetch else 0.10
+    return RunResult(config=cfg, step_times_s=tuple(step_s * (1 + 0.01 * (i % 3)) for i in range(cfg.steps)),
+                     input_wait_s=(0.001,) * cfg.steps, warmup_times_s=(0.5,) * cfg.warmup_steps,
+                     examples_per_step=cfg.batch_size)
+
+wb = Workbench(RunConfig(steps=6, warmup_steps=2), runner=runner, hardware={"gpus": [], "cpu_count": 2})
+classes = {
+    "widget": list(wb.widget._dom_classes), "run_button": list(wb.run_button._dom_classes),
+    "status": list(wb.status._dom_classes), "progress": list(wb.progress._dom_classes),
+    "run_chart": list(wb.run_chart._dom_classes), "compare_chart": list(wb.compare_chart._dom_classes),
+    "history": list(wb.history._dom_classes),
+    "knobs": {name: list(wb.knobs[name]._dom_classes) for name in KNOB_FIELDS},
+}
+chart_before = bytes(wb.run_chart.value or b"")
+wb.knobs["prefetch"].value = True
+wb.run_button.click()
+first = bytes(wb.run_chart.value)
+wb.knobs["prefetch"].value = False
+wb.run_button.click()
+print(json.dumps({
+    "version": ipywidgets.__version__,
+    "classes": classes,
+    "knob_fields": list(KNOB_FIELDS),
+    "calls_prefetch": [c.prefetch for c in calls],
+    "chart_before_len": len(chart_before),
+    "chart_png": first.startswith(b"\x89PNG"),
+    "chart_changed": bytes(wb.run_chart.value) != first,
+    "compare_png": bytes(wb.compare_chart.value).startswith(b"\x89PNG"),
+    "history_ok_rows": wb.history.value.count("tfwb-row-ok"),
+    "button_enabled": not wb.run_button.disabled,
+    "mimebundle": sorted(wb._repr_mimebundle_()),
+}))
+'''
+
+
+@pytest.fixture(scope="module")
+def widgets7_venv(tmp_path_factory) -> Path:
+    venv_python = make_venv(sys.executable, tmp_path_factory.mktemp("ipywidgets7") / "venv")
+    seconds = pip_install(venv_python, ["ipywidgets==7.7.*", "numpy", "psutil>=5.8", "matplotlib>=3.5", "pillow"],
+                          cwd=ROOT)
+    print(f"\n[ipywidgets 7.7] venv ({sys.version.split()[0]}) installed in {seconds:.0f} s", flush=True)
+    return venv_python
+
+
+def test_workbench_on_ipywidgets_7_7(widgets7_venv, tmp_path):
+    script = tmp_path / "check_widgets7.py"
+    script.write_text(WIDGETS_7_SCRIPT)
+    proc = subprocess.run([str(widgets7_venv), str(script)], cwd=tmp_path, capture_output=True, text=True,
+                          env=_clean_env(PYTHONPATH=str(ROOT), MPLBACKEND="Agg"), timeout=300)
+    assert proc.returncode == 0, f"the Workbench failed on ipywidgets 7.7:\n{_tail(proc.stderr)}"
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(f"\n[ipywidgets 7.7] {got['version']}: classes and a click checked", flush=True)
+    assert got["version"].startswith("7.7."), got["version"]
+    c = got["classes"]
+    assert "tfwb-workbench" in c["widget"]
+    for name, css in (("run_button", "tfwb-run"), ("status", "tfwb-status"), ("progress", "tfwb-progress"),
+                      ("run_chart", "tfwb-run-chart"), ("compare_chart", "tfwb-compare-chart"),
+                      ("history", "tfwb-history")):
+        assert css in c[name], (name, c[name])
+    for field in got["knob_fields"]:
+        assert f"tfwb-knob-{field}" in c["knobs"][field], (field, c["knobs"][field])
+    assert got["calls_prefetch"] == [True, False]
+    assert got["chart_before_len"] == 0 and got["chart_png"] and got["chart_changed"] and got["compare_png"]
+    assert got["history_ok_rows"] == 2 and got["button_enabled"]
+    assert "application/vnd.jupyter.widget-view+json" in got["mimebundle"]

@@ -1,0 +1,216 @@
+"""The book's notebooks as files: headers, badges, chapter list, stored outputs, the Colab cell.
+
+Plain and fast: reads the .ipynb JSON, never starts a kernel or imports TensorFlow.
+The Colab install cell is executed in a fresh namespace, outside Colab and with a
+fake ``google.colab``, with ``subprocess`` patched so that nothing is installed.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shlex
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from tfwb import book
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "notebooks").glob("*.ipynb"))
+LINK = re.compile(r"\]\((https?://[^)\s]+)\)")
+
+
+def load(path: str) -> dict:
+    return json.loads((ROOT / path).read_text(encoding="utf-8"))
+
+
+def source(cell: dict) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def text(value) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS, "no notebooks/*.ipynb found"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS)
+def test_notebook_starts_with_the_book_header(path):
+    cells = load(path)["cells"]
+    header = book.header_cells(path)
+    got = [(c["cell_type"], source(c)) for c in cells[:len(header)]]
+    assert got == header, f"{path}: the first cells differ from tfwb.book.header_cells({path!r})"
+    assert cells[0]["cell_type"] == "markdown" and cells[1]["cell_type"] == "code"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS)
+def test_badges_point_at_this_notebook_and_the_repo(path):
+    links = LINK.findall(source(load(path)["cells"][0]))
+    colab = [u for u in links if u.startswith("https://colab.research.google.com/github/")]
+    binder = [u for u in links if u.startswith("https://mybinder.org/v2/gh/")]
+    assert len(colab) == 1 and len(binder) == 1, f"{path}: badge links {links}"
+    assert colab[0] == f"https://colab.research.google.com/github/{book.REPO_SLUG}/blob/{book.BRANCH}/{path}"
+    assert binder[0] == f"https://mybinder.org/v2/gh/{book.REPO_SLUG}/HEAD?urlpath=lab/tree/{path}"
+    assert "colab-badge.svg" in source(load(path)["cells"][0])
+    assert "mybinder.org/badge_logo.svg" in source(load(path)["cells"][0])
+
+
+def test_install_cell_names_the_repo_slug():
+    src = book.install_source()
+    assert f"git+https://github.com/{book.REPO_SLUG}@{book.BRANCH}" in src
+    assert re.fullmatch(r"[\w.-]+/[\w.-]+", book.REPO_SLUG)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS)
+def test_every_notebook_is_a_listed_chapter(path):
+    assert path in [c.path for c in book.CHAPTERS], f"{path} is not in tfwb.book.CHAPTERS"
+
+
+def test_chapters_are_numbered_in_order_with_matching_paths():
+    numbers = [c.number for c in book.CHAPTERS]
+    assert numbers == sorted(numbers) and len(set(numbers)) == len(numbers)
+    for c in book.CHAPTERS:
+        assert c.path.startswith(f"notebooks/{c.number}_") and c.path.endswith(".ipynb"), c
+        assert c.title.strip(), c
+
+
+def test_readme_links_every_chapter_on_disk():
+    readme = ROOT / "README.md"
+    if not readme.exists():
+        pytest.skip("README.md is not there yet")
+    targets = set(re.findall(r"\]\(([^)\s]+)\)", readme.read_text(encoding="utf-8")))
+    missing = [c.path for c in book.CHAPTERS if (ROOT / c.path).exists() and c.path not in targets]
+    assert not missing, f"README.md does not link these chapters: {missing}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS)
+def test_stored_outputs_have_no_errors(path):
+    problems = []
+    for i, cell in enumerate(load(path)["cells"]):
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                problems.append(f"cell {i}: {out.get('ename')}: {out.get('evalue')}")
+            elif out.get("output_type") == "stream" and "Traceback (most recent call last)" in text(out.get("text")):
+                problems.append(f"cell {i}: a traceback in {out.get('name')}")
+    assert not problems, f"{path}: {problems}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS)
+def test_kernelspec_is_python3(path):
+    assert load(path)["metadata"].get("kernelspec", {}).get("name") == "python3"
+
+
+# -- the Colab install cell, executed -------------------------------------------------
+
+def _install_cell(path: str = None) -> str:
+    """The install cell as stored in the first notebook (the header test ties it to book.py)."""
+    if path is None:
+        if not NOTEBOOKS:
+            pytest.skip("no notebooks")
+        path = NOTEBOOKS[0]
+    return source(load(path)["cells"][1])
+
+
+@pytest.fixture
+def no_subprocess(monkeypatch):
+    """Any subprocess call from the cell is recorded and fails the test that did not expect it."""
+    calls = []
+
+    def refuse(*args, **kwargs):
+        calls.append(args[0] if args else kwargs.get("args"))
+        raise AssertionError(f"the install cell started a process: {calls[-1]!r}")
+
+    for name in ("check_call", "call", "run", "check_output", "Popen"):
+        monkeypatch.setattr(subprocess, name, refuse)
+    return calls
+
+
+@pytest.fixture
+def fake_colab(monkeypatch):
+    """A stand-in ``google.colab`` whose ``output.enable_custom_widget_manager`` records calls."""
+    enabled = []
+    colab = types.ModuleType("google.colab")
+    output = types.ModuleType("google.colab.output")
+    output.enable_custom_widget_manager = lambda: enabled.append(True)
+    colab.output = output
+    monkeypatch.setitem(sys.modules, "google.colab", colab)
+    monkeypatch.setitem(sys.modules, "google.colab.output", output)
+    return enabled
+
+
+def test_install_cell_does_nothing_outside_colab(monkeypatch, no_subprocess):
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    ns: dict = {}
+    exec(compile(_install_cell(), "<install cell>", "exec"), ns)
+    assert ns["IN_COLAB"] is False
+    assert no_subprocess == []
+
+
+def test_install_cell_on_colab_with_tfwb_installed_enables_the_widget_manager(fake_colab, no_subprocess):
+    import ipywidgets
+
+    assert importlib.util.find_spec("tfwb") is not None
+    ns: dict = {}
+    exec(compile(_install_cell(), "<install cell>", "exec"), ns)
+    assert ns["IN_COLAB"] is True
+    assert no_subprocess == []                                   # no pip install
+    major = int(ipywidgets.__version__.split(".")[0])
+    assert fake_colab == ([True] if major >= 8 else [])
+
+
+def test_install_cell_on_colab_with_ipywidgets_7_leaves_the_widget_manager_alone(
+        monkeypatch, fake_colab, no_subprocess):
+    old = types.ModuleType("ipywidgets")
+    old.__version__ = "7.7.1"                                   # what Colab long shipped
+    monkeypatch.setitem(sys.modules, "ipywidgets", old)
+    ns: dict = {}
+    exec(compile(_install_cell(), "<install cell>", "exec"), ns)
+    assert ns["IN_COLAB"] is True and fake_colab == [] and no_subprocess == []
+
+
+def test_install_cell_on_colab_without_tfwb_pip_installs_it_from_the_repo(monkeypatch, fake_colab):
+    calls = []
+    monkeypatch.setattr(subprocess, "check_call", lambda args, **kw: calls.append(list(args)))
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "tfwb" else real_find_spec(name, *a))
+    exec(compile(_install_cell(), "<install cell>", "exec"), {})
+    assert len(calls) == 1
+    cmd = calls[0]
+    assert cmd[:4] == [sys.executable, "-m", "pip", "install"]
+    assert f"git+https://github.com/{book.REPO_SLUG}@{book.BRANCH}" in cmd[-1]
+    assert cmd[-1].startswith("tfwb")
+
+
+# -- the README's test command is what CI runs ------------------------------------------
+
+def _readme_test_command() -> str:
+    readme = ROOT / "README.md"
+    if not readme.exists():
+        pytest.skip("README.md is not there yet")
+    text_ = readme.read_text(encoding="utf-8")
+    section = re.search(r"^## Quick start\s*$(.*?)(?=^## |\Z)", text_, re.M | re.S)
+    if section is None:
+        pytest.skip("README.md has no '## Quick start' section yet")
+    block = re.search(r"^```[^\n]*\n(.*?)^```", section.group(1), re.M | re.S)
+    assert block, "the Quick start section has no fenced block"
+    commands = [ln.strip() for ln in block.group(1).splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    assert len(commands) >= 2, f"expected two commands in the Quick start block, got {commands}"
+    return commands[1]
+
+
+def test_ci_runs_the_readme_test_command():
+    command = _readme_test_command()
+    ci = ROOT / ".ci" / "run"
+    assert ci.exists(), ".ci/run is missing"
+    lines = [ln.strip() for ln in ci.read_text(encoding="utf-8").splitlines()
+             if ln.strip() and not ln.strip().startswith("#")]
+    assert command in lines, f".ci/run does not run the README's test command {command!r}; it has {lines}"
+    assert "tests/run_all.py" in shlex.split(command), "the test command no longer runs tests/run_all.py"
