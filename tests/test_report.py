@@ -116,9 +116,10 @@ def test_html_table_exact_escaped_and_failed_row_red():
     heads = [("right", "#"), ("left", "label"), ("left", "status"), ("left", "changes vs baseline"),
              ("right", "median ms"), ("right", "IQR ms"), ("right", "examples/s"), ("right", "input wait"),
              ("left", "vs baseline"), ("left", "diagnosis")]
-    cells = [("right", "1"), ("left", "&lt;b&gt;x&lt;/b&gt;"), ("left", "failed"), ("left", "baseline"),
-             ("right", ""), ("right", ""), ("right", ""), ("right", ""), ("left", ""),
-             ("left", "error: bad &amp; &lt;worse&gt;")]
+    nowrap = ";white-space:nowrap"   # numbers and the verdict never wrap
+    cells = [("right" + nowrap, "1"), ("left", "&lt;b&gt;x&lt;/b&gt;"), ("left", "failed"), ("left", "baseline"),
+             ("right" + nowrap, ""), ("right" + nowrap, ""), ("right" + nowrap, ""), ("right" + nowrap, ""),
+             ("left" + nowrap, ""), ("left", "error: bad &amp; &lt;worse&gt;")]
     assert report.html_table(rows) == (
         '<table class="tfwb-history" style="border-collapse:collapse;font-size:12px"><thead><tr>'
         + "".join(th.format(*h) for h in heads) + '</tr></thead><tbody><tr class="tfwb-row-failed" '

@@ -251,6 +251,9 @@ def html_table(rows: Sequence[Dict[str, Any]]) -> str:
     def align(key: str) -> str:
         return "right" if key in _RIGHT_ALIGNED else "left"
 
+    def nowrap(key: str) -> str:   # numbers and verdicts never break across lines
+        return ";white-space:nowrap" if key in _RIGHT_ALIGNED or key == "verdict" else ""
+
     head = "".join(f'<th style="padding:1px 6px;border-bottom:1px solid #999;text-align:{align(key)}">'
                    f"{html.escape(title)}</th>" for key, title in columns)
     body = []
@@ -261,8 +264,8 @@ def html_table(rows: Sequence[Dict[str, Any]]) -> str:
         styles = ([f"color:{FAILED_COLOR}"] if status != "ok" else []) + (
             ["font-weight:bold"] if row.get("is_baseline") else [])
         style = f' style="{";".join(styles)}"' if styles else ""
-        tds = "".join(f'<td style="padding:1px 6px;text-align:{align(key)}">{html.escape(cells[key])}</td>'
-                      for key, _ in columns)
+        tds = "".join(f'<td style="padding:1px 6px;text-align:{align(key)}{nowrap(key)}">'
+                      f"{html.escape(cells[key])}</td>" for key, _ in columns)
         body.append(f'<tr class="{" ".join(classes)}"{style}>{tds}</tr>')
     return ('<table class="tfwb-history" style="border-collapse:collapse;font-size:12px">'
             f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
