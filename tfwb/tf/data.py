@@ -30,8 +30,11 @@ private threadpool with a thread per shard in flight (``Tuning.io_threads``).
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
+import re
+import sys
 import tempfile
 import time
 import weakref
@@ -225,8 +228,8 @@ def check_cache_path(prefix: str) -> None:
         try:
             with tempfile.TemporaryFile(dir=folder):
                 pass
-        except OSError as e:
-            problem = f"is not writable ({e.strerror or type(e).__name__})"
+        except OSError:
+            problem = "is not writable"
     if problem:
         raise ValueError(f"cache={prefix!r}: the folder {folder!r} {problem}; pick a path prefix in a "
                          "writable folder (e.g. cache='tfwb-cache/images'), or cache=True to cache in memory")
@@ -332,6 +335,61 @@ def _memory(ds: tf.data.Dataset, cfg: RunConfig) -> tf.data.Dataset:
     ys = tf.stack([b[1] for b in batches])
     staged = tf.data.Dataset.from_tensor_slices((xs, ys)).cache().repeat()
     return staged.prefetch(AUTOTUNE)
+
+
+def auto_shard(ds: tf.data.Dataset, num_workers: int, index: int, policy: str = "AUTO") -> tf.data.Dataset:
+    """``ds`` as worker ``index`` of ``num_workers`` would get it from tf.data's auto-sharding.
+
+    Under ``MultiWorkerMirroredStrategy``, ``experimental_distribute_dataset`` rewrites
+    the pipeline by ``options.experimental_distribute.auto_shard_policy``: ``FILE``
+    shards the files of a reader dataset (``TFRecordDataset``, ``TextLineDataset``,
+    ...), ``DATA`` keeps every ``num_workers``-th element (each worker still reads
+    everything), ``AUTO`` tries ``FILE`` and falls back to ``DATA``. This applies the
+    same rewrite in one process (TensorFlow's internal ``_AutoShardDataset``), so a
+    notebook can show which one a pipeline gets without starting a cluster.
+
+    Raises:
+        ValueError: for an unknown policy.
+        tf.errors.NotFoundError: on iteration, when ``FILE`` finds no reader dataset.
+    """
+    from tensorflow.python.data.experimental.ops.distribute import _AutoShardDataset
+
+    policies = ("AUTO", "FILE", "DATA", "OFF")
+    if policy not in policies:
+        raise ValueError(f"policy={policy!r} is not allowed; one of {policies}")
+    opts = tf.data.Options()
+    opts.experimental_distribute.auto_shard_policy = getattr(tf.data.experimental.AutoShardPolicy, policy)
+    return _AutoShardDataset(ds.with_options(opts), num_workers, index)
+
+
+@contextlib.contextmanager
+def _native_stderr_silenced():
+    """Discard what TensorFlow's C++ code writes to file descriptor 2, for the duration."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def try_auto_shard(ds: tf.data.Dataset, num_workers: int, index: int, policy: str = "AUTO"):
+    """The first element worker ``index`` gets under ``policy``, or the error tf.data raises.
+
+    Returns:
+        ``(element, None)``, or ``(None, "NotFoundError: Found an unshardable source dataset")``
+        when the rewrite fails. TensorFlow logs a failed rewrite as an error line followed
+        by a dump of the whole pipeline graph; that log is silenced here, the error kept.
+    """
+    with _native_stderr_silenced():
+        try:
+            return next(iter(auto_shard(ds, num_workers, index, policy))), None
+        except tf.errors.OpError as e:
+            text = re.sub(r"\{\{.*?\}\}\s*", "", e.message).strip().splitlines()[0]
+            return None, f"{type(e).__name__}: {text.split(': goo.gle')[0]}"
 
 
 def _own_cache_files(ds: tf.data.Dataset, prefix: Optional[str]) -> tf.data.Dataset:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple  # noqa: F401
 
 import tensorflow as tf
 
@@ -64,6 +64,17 @@ PAIRS: Tuple[Pair, ...] = (
 
 #: The published ratios, by comparison name.
 PUBLISHED: Dict[str, float] = {p.name: p.published for p in PAIRS}
+
+#: What to expect on any machine, by (comparison, rewrites): ``"faster"`` (by the
+#: spread rule), ``"about 1"`` (ratio within 10 % of 1.0) or ``"at least 0.9"``.
+#: Prefetch gains nothing with the rewrites on because tf.data already injected one;
+#: the guide's parallel interleave leaves ``cycle_length`` to tf.data, which may pick
+#: 1, and then gains only when opening the next "file" ahead of time lands in time.
+EXPECTED: Dict[Tuple[str, str], str] = {
+    ("prefetch", "default"): "about 1",
+    ("parallel interleave", "default"): "at least 0.9",
+    ("parallel interleave", "off"): "at least 0.9",
+}
 
 
 @tf.autograph.experimental.do_not_convert   # interleave traces it; a generator needs no AutoGraph
@@ -159,6 +170,22 @@ class GuideResult:
             return None
         return stats.compare(self.times_s[b], self.times_s[i])
 
+    def check_lines(self) -> List[str]:
+        """One line per comparison run: expected (``EXPECTED``, else "faster"), measured, agreed or not."""
+        lines = []
+        for pair in PAIRS:
+            for rewrites in ("default", "off"):
+                cmp = self.comparison(pair, rewrites)
+                if cmp is None:
+                    continue
+                expected = EXPECTED.get((pair.name, rewrites), "faster")
+                ratio = self.ratio(pair, rewrites)
+                agreed = {"faster": cmp.verdict == "faster", "about 1": 0.9 <= ratio <= 1.1,
+                          "at least 0.9": ratio >= 0.9}[expected]
+                lines.append(f"{pair.name}, rewrites {rewrites}: expected {expected}, measured "
+                             f"{cmp.text()}: {'agreed' if agreed else 'did NOT agree'}")
+        return lines
+
     def rows(self) -> List[dict]:
         """One row per comparison: published ratio, measured ratios, the noise verdict."""
         out = []
@@ -190,32 +217,37 @@ def format_rows(rows: Sequence[dict]) -> str:
 
 
 def run(repeats: int = 5, *, warmup: int = 1, pairs: Iterable[Pair] = PAIRS,
-        rewrites: Sequence[str] = ("default", "off")) -> GuideResult:
-    """Time every pipeline of ``pairs`` ``repeats`` times, in rounds, each way of ``rewrites``.
+        rewrites_off: Optional[Iterable[str]] = None) -> GuideResult:
+    """Time every pipeline of ``pairs`` ``repeats`` times, in rounds, with tf.data's rewrites on and off.
 
     Args:
         repeats: timed runs of each pipeline (>= 1); the ratio is of medians.
         warmup: untimed rounds first (tracing the py_functions, thread start-up).
         pairs: the comparisons to run (default: all of the guide's).
-        rewrites: ``"default"`` (tf.data's rewrites on, as the guide runs today)
-            and/or ``"off"`` (the synchronous pipeline the guide describes).
+        rewrites_off: names of the pairs to run a second time with tf.data's
+            rewrites off (the synchronous pipeline the guide describes); ``None``
+            is every pair, ``()`` none.
 
     Raises:
-        ValueError: for ``repeats < 1``, ``warmup < 0`` or an unknown ``rewrites`` value.
+        ValueError: for ``repeats < 1``, ``warmup < 0`` or an unknown pair name.
 
     Example:
-        >>> print(format_rows(run(repeats=3).rows()))  # doctest: +SKIP
+        >>> print(format_rows(run(repeats=5).rows()))  # doctest: +SKIP
     """
     if repeats < 1 or warmup < 0:
         raise ValueError(f"repeats={repeats!r}, warmup={warmup!r}: need repeats >= 1 and warmup >= 0")
-    bad = [r for r in rewrites if r not in ("default", "off")]
-    if bad:
-        raise ValueError(f"rewrites={tuple(rewrites)!r} is not allowed; use 'default' and/or 'off'")
-    jobs = []
+    pairs = tuple(pairs)
+    names = [p.name for p in pairs]
+    off = set(names if rewrites_off is None else rewrites_off)
+    unknown = sorted(off - set(names))
+    if unknown:
+        raise ValueError(f"rewrites_off names unknown pairs {unknown}; known: {names}")
+    jobs: List[tuple] = []
     for pair in pairs:
         loop = fast_loop if pair.fast_loop else train_loop
+        ways = ("default", "off") if pair.name in off else ("default",)
         for name in (pair.baseline, pair.improved):
-            for way in rewrites:
+            for way in ways:
                 key = (name, pair.epochs, way)
                 if key not in [j[0] for j in jobs]:
                     jobs.append((key, loop))

@@ -1,0 +1,326 @@
+"""Tests of chapter 01's additions: knobs that mean what they say, Tuning, sharding, the
+AUTOTUNE trace reader, the TF guide benchmark, and bad input (clear errors, earlier results kept)."""
+from __future__ import annotations
+
+import gc
+import importlib.util
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tensorflow")
+import tfwb.tf.train  # noqa: E402,F401  (splits the CPU before TF starts, as test_data does)
+import tensorflow as tf  # noqa: E402
+
+import tfwb  # noqa: E402
+from tfwb.config import RunConfig  # noqa: E402
+from tfwb.records import load_results  # noqa: E402
+from tfwb.tf import autotune, guide, images  # noqa: E402
+from tfwb.tf import data as tfdata  # noqa: E402
+from tfwb.workloads import get_workload  # noqa: E402
+
+pytestmark = pytest.mark.tf
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = images.SPECS["small"]
+ASYNC_OPS = ("Prefetch", "MapAndBatch", "ParallelMapV2", "ParallelBatch", "ParallelInterleaveV4")
+
+
+@pytest.fixture
+def data_dir(tmp_path, monkeypatch):
+    root = tmp_path / "tfwb-data"
+    monkeypatch.setenv("TFWB_DATA_DIR", str(root))
+    return root
+
+
+def cfg(**changes) -> RunConfig:
+    base = dict(size="small", batch_size=16, storage_latency_ms=0, steps=3, warmup_steps=1,
+                sample_interval_s=0.05)
+    base.update(changes)
+    return RunConfig(**base)
+
+
+def build(config: RunConfig, tuning=None):
+    ds, _ = tfdata.build_dataset(config, get_workload("images"), tuning)
+    return ds
+
+
+def kinds(trace: autotune.PipelineTrace) -> set:
+    return {s.kind for s in trace.stages}
+
+
+# -- knobs that are off are off ---------------------------------------------------------------
+def test_knobs_off_turn_off_every_asynchronous_rewrite(data_dir):
+    opt = build(cfg()).options().experimental_optimization
+    assert opt.inject_prefetch is False
+    assert opt.map_and_batch_fusion is False
+    assert opt.parallel_batch is False
+    assert opt.map_parallelization is False
+
+
+def test_prefetch_on_leaves_tf_data_its_prefetching_rewrites(data_dir):
+    opt = build(cfg(prefetch=True)).options().experimental_optimization
+    assert opt.inject_prefetch is None and opt.map_and_batch_fusion is None
+    assert opt.map_parallelization is False, "parallel_map is still off"
+
+
+def test_tfdata_defaults_keep_every_rewrite(data_dir):
+    opt = build(cfg(), tfdata.Tuning(tfdata_defaults=True)).options().experimental_optimization
+    assert opt.inject_prefetch is None and opt.map_parallelization is None
+    assert opt.map_and_batch_fusion is None and opt.parallel_batch is None
+
+
+def test_knobs_off_pipeline_runs_as_written(data_dir):
+    trace = autotune.trace_pipeline(build(cfg()), batches=6)
+    assert "BatchV2" in kinds(trace) and "Map" in kinds(trace)
+    assert not kinds(trace) & set(ASYNC_OPS), trace.structure()
+
+
+def test_tfdata_defaults_fuse_and_parallelize_and_the_trace_says_so(data_dir):
+    trace = autotune.trace_pipeline(build(cfg(), tfdata.Tuning(tfdata_defaults=True)), batches=6)
+    structure = trace.structure()
+    assert structure.splitlines()[0].startswith("MapAndBatch") and "fused by tf.data" in structure
+    assert "ParallelMapV2   <- parallelized by tf.data (map_parallelization)" in structure
+    decode = trace.stage("ParallelMapV2")
+    assert decode.settings.get("autotune") == "true" and decode.tuned.get("parallelism")
+
+
+def test_all_knobs_on_trace_shows_prefetch_buffer_and_threadpool(data_dir):
+    config = cfg(prefetch=True, parallel_map=True, interleave=True)
+    trace = autotune.trace_pipeline(build(config), batches=8, step_s=0.005)
+    assert {"Prefetch", "ParallelInterleaveV4", "ParallelMapV2"} <= kinds(trace)
+    assert trace.stage("Prefetch").tuned.get("buffer_limit")
+    assert trace.root.get("threadpool_size") == str(tfdata.io_threads(config))
+    assert "budgets: cpu_budget=" in trace.describe()
+
+
+def test_interleave_gets_a_thread_per_read_in_flight(data_dir):
+    assert tfdata.io_threads(cfg()) is None
+    assert tfdata.io_threads(cfg(interleave=True)) >= tfdata.INTERLEAVE_CYCLE
+    assert tfdata.io_threads(cfg(interleave=True), tfdata.Tuning(io_threads=0)) is None
+    assert tfdata.io_threads(cfg(), tfdata.Tuning(io_threads=3)) == 3
+    threads = build(cfg(interleave=True)).options().threading.private_threadpool_size
+    assert threads == tfdata.io_threads(cfg(interleave=True))
+
+
+def test_the_guides_naive_pipeline_gets_an_injected_prefetch():
+    trace = autotune.trace_pipeline(guide.PIPELINES["naive"]().repeat(), batches=3)
+    assert trace.stages[1].kind == "Prefetch"
+    assert trace.stages[1].rewrite == "injected by tf.data (inject_prefetch)"
+
+
+# -- Tuning -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("field, value", [
+    ("map_parallel_calls", 0), ("map_parallel_calls", -1), ("map_parallel_calls", True),
+    ("interleave_parallel_calls", 1.5), ("prefetch_buffer", 0), ("io_threads", -1),
+    ("shard", (2, 2)), ("shard", (0, 0)), ("shard", [2, 0]), ("shard", (2,)),
+])
+def test_tuning_refuses_bad_values_naming_the_field(field, value):
+    with pytest.raises(ValueError, match=field):
+        tfdata.Tuning(**{field: value})
+
+
+def test_explicit_parallelism_and_buffer_are_used(data_dir):
+    config = cfg(prefetch=True, parallel_map=True, interleave=True)
+    tuning = tfdata.Tuning(map_parallel_calls=2, interleave_parallel_calls=3, prefetch_buffer=5)
+    trace = autotune.trace_pipeline(build(config, tuning), batches=6)
+    assert trace.stage("Prefetch").tuned["buffer_limit"] == (5,)
+    assert trace.stage("ParallelInterleaveV4").tuned["parallelism"] == (3,)
+    assert trace.stage("ParallelMapV2").tuned["parallelism"] == (2,)
+
+
+# -- sharding -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("by_files", [True, False])
+def test_two_shards_are_disjoint_and_cover_the_data(data_dir, by_files):
+    files = images.ensure_images("small", 0)
+    per_worker = SMALL.n_images // 2 // 16
+    seen = []
+    for index in (0, 1):
+        ds = build(cfg(), tfdata.Tuning(shard=(2, index), shard_files=by_files))
+        seen.append([int(v) for _, y in ds.take(per_worker) for v in y.numpy()])
+    assert len(seen[0]) == len(seen[1]) == SMALL.n_images // 2
+    assert sorted(seen[0] + seen[1]) == sorted(files.labels)
+    if by_files:   # worker 0 reads shard folders 0, 2, 4, ... in order
+        assert seen[0][:16] == list(files.shard_labels[0])
+
+
+def test_generator_source_shards_too(data_dir):
+    files = images.ensure_images("small", 0)
+    ds = build(cfg(data_source="generator"), tfdata.Tuning(shard=(2, 1)))
+    _, y = next(iter(ds))
+    assert y.numpy().tolist() == files.labels[1::2][:16]
+
+
+def test_auto_shard_file_policy_cannot_shard_this_pipeline_and_auto_falls_back_to_data(data_dir):
+    element, error = tfdata.try_auto_shard(build(cfg()), 2, 0, "FILE")
+    assert element is None and error == "NotFoundError: Found an unshardable source dataset"
+    auto, err_auto = tfdata.try_auto_shard(build(cfg()), 2, 0, "AUTO")
+    data, err_data = tfdata.try_auto_shard(build(cfg()), 2, 0, "DATA")
+    assert err_auto is None and err_data is None
+    assert auto[1].numpy().tolist() == data[1].numpy().tolist()
+    with pytest.raises(ValueError, match="policy='SOME'"):
+        tfdata.auto_shard(build(cfg()), 2, 0, "SOME")
+
+
+# -- the files, the cache and their errors -----------------------------------------------------------------
+def test_data_folder_is_named_by_its_layout(data_dir):
+    name = images.dataset_dir("small", 0).name
+    assert f"{SMALL.n_images}x{SMALL.image_px}px-{SMALL.n_shards}shards" in name and "seed0" in name
+
+
+def test_default_latencies_model_slow_storage():
+    for spec in images.SPECS.values():
+        assert spec.default_latency_ms > 0
+    assert images.SPECS["full"].default_latency_ms >= images.SPECS["small"].default_latency_ms
+
+
+@pytest.mark.parametrize("prefix", ["/proc/tfwb-cache/images", "/proc/images"])
+def test_unwritable_cache_folder_is_refused_even_for_root(data_dir, prefix):
+    with pytest.raises(ValueError) as info:
+        build(cfg(cache=prefix))
+    msg = str(info.value)
+    assert f"cache={prefix!r}" in msg and "cache=True" in msg and "writable" in msg
+
+
+def test_disk_cache_files_go_with_their_dataset(data_dir, tmp_path):
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    ds = build(cfg(cache=str(folder / "run")))
+    for _ in ds.take(SMALL.n_images // 16 + 1):
+        pass
+    assert any(name.endswith(".index") for name in os.listdir(folder))
+    del ds
+    gc.collect()
+    assert os.listdir(folder) == []
+
+
+def test_negative_latency_is_refused_at_every_level(data_dir):
+    with pytest.raises(ValueError, match="storage_latency_ms=-1"):
+        cfg(storage_latency_ms=-1)
+    sneaky = cfg()
+    object.__setattr__(sneaky, "storage_latency_ms", -1.0)      # built around the validation
+    with pytest.raises(ValueError, match="storage_latency_ms=-1.0 is not allowed"):
+        tfdata.build_dataset(sneaky, get_workload("images"))
+
+
+def test_negative_shuffle_buffer_is_refused_naming_the_field():
+    with pytest.raises(ValueError, match="shuffle_buffer=-1 is not allowed; shuffle_buffer must be"):
+        cfg(shuffle_buffer=-1)
+
+
+def test_unwritable_cache_fails_the_run_and_keeps_earlier_results(data_dir, tmp_path):
+    history = tmp_path / "runs.jsonl"
+    wb = tfwb.Workbench(baseline=cfg(), history_path=history, hardware={})
+    good = wb.run()
+    snapshot = good.to_json()
+    bad = wb.run(cache="/proc/tfwb-cache/images")
+    assert good.ok and not bad.ok and bad.status == "failed"
+    assert "cache='/proc/tfwb-cache/images'" in bad.error and "cache=True" in bad.error
+    assert wb.results[0] is good and good.to_json() == snapshot
+    saved = load_results(history)
+    assert [r.status for r in saved] == ["ok", "failed"] and saved[0].to_json() == snapshot
+
+
+def test_workbench_refuses_bad_values_before_running(data_dir, tmp_path):
+    wb = tfwb.Workbench(baseline=cfg(), history_path=tmp_path / "runs.jsonl", hardware={})
+    for bad in ({"storage_latency_ms": -5}, {"shuffle_buffer": -1}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            wb.run(**bad)
+    assert wb.results == [] and not (tmp_path / "runs.jsonl").exists()
+
+
+def test_data_deleted_between_runs(data_dir):
+    first = tfwb.run(cfg())
+    files = images.ensure_images("small", 0)
+    shutil.rmtree(os.path.dirname(files.shard_paths[5][0]))          # part of the data vanishes
+    second = tfwb.run(cfg())
+    assert first.ok and not second.ok
+    assert "FileNotFoundError" in second.error and str(files.root) in second.error
+    assert "delete" in second.error and "TFWB_DATA_DIR" in second.error
+    assert first.ok and len(first.step_times_s) == 3
+    shutil.rmtree(files.root)                                         # the whole folder vanishes
+    third = tfwb.run(cfg())
+    assert third.ok, third.error                                      # regenerated, same data
+    assert images.ensure_images("small", 0).labels == files.labels
+
+
+def test_files_removed_during_a_run_fail_it_with_advice(data_dir):
+    files = images.ensure_images("small", 0)
+    ds = build(cfg())
+    os.remove(files.paths[-1])
+    with pytest.raises(tf.errors.NotFoundError):
+        for _ in ds.take(SMALL.n_images // 16 + 1):
+            pass
+
+
+# -- autotune helpers ----------------------------------------------------------------------------------------
+def test_sweep_reports_each_value_and_refuses_unknown_settings(data_dir):
+    rows = autotune.sweep(cfg(parallel_map=True), "map_parallel_calls", [1, None], batches=3, warmup=1)
+    assert [r["label"] for r in rows] == ["1", "AUTOTUNE"]
+    assert all(r["examples_per_s"] > 0 for r in rows)
+    with pytest.raises(ValueError, match="setting='threads'"):
+        autotune.sweep(cfg(), "threads", [1])
+
+
+def test_train_on_times_any_dataset_like_run(data_dir):
+    config = cfg()
+    result = autotune.train_on(config, build(config, tfdata.Tuning(tfdata_defaults=True)),
+                               label="tf.data defaults")
+    assert result.ok and len(result.step_times_s) == 3 and len(result.input_wait_s) == 3
+    assert result.config.label == "tf.data defaults"
+    assert any("built outside RunConfig" in n for n in result.notes)
+    assert tfwb.RunResult.from_json(result.to_json()).config.label == "tf.data defaults"
+
+
+def test_parse_of_a_trace_without_tf_data_events_is_empty(tmp_path):
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    path = tmp_path / "empty.xplane.pb"
+    path.write_bytes(xplane_pb2.XSpace().SerializeToString())
+    trace = autotune.parse_xspace(str(path))
+    assert trace.stages == () and trace.structure() == "(no tf.data events in the trace)"
+
+
+# -- the TF guide's benchmark ---------------------------------------------------------------------------------------
+def test_published_ratios_and_source():
+    assert guide.PUBLISHED == {"prefetch": 1.03, "parallel interleave": 1.26, "parallel map": 1.35,
+                               "cache (5 epochs)": 3.2, "vectorized map": 4.8}
+    assert "Better performance with the tf.data API" in guide.SOURCE
+    assert set(guide.PIPELINES) == {n for p in guide.PAIRS for n in (p.baseline, p.improved)}
+
+
+def test_guide_vectorized_pair_runs_and_reports():
+    pair = next(p for p in guide.PAIRS if p.name == "vectorized map")
+    result = guide.run(repeats=1, warmup=0, pairs=[pair], rewrites_off=())
+    assert result.ratio(pair) > 1
+    assert result.ratio(pair, "off") is None
+    table = guide.format_rows(result.rows())
+    assert "vectorized map" in table and "4.80x" in table and "not run" in table
+    [line] = result.check_lines()
+    assert line.startswith("vectorized map, rewrites default: expected faster")
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"repeats": 0}, "repeats=0"), ({"warmup": -1}, "warmup=-1"), ({"rewrites_off": ("nope",)}, "nope"),
+])
+def test_guide_run_refuses_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        guide.run(**kwargs)
+
+
+# -- the benchmark script -------------------------------------------------------------------------------------------
+def test_pipeline_benchmark_writes_json_and_markdown(data_dir, tmp_path):
+    spec = importlib.util.spec_from_file_location("pipeline_bench", ROOT / "benchmarks" / "pipeline.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "pipeline"
+    result = bench.main(["--size", "small", "--rounds", "1", "--steps", "4", "--naive-steps", "3",
+                         "--out", str(out)])
+    saved = json.loads((tmp_path / "pipeline.json").read_text())
+    assert saved["best_vs_naive"] == result["best_vs_naive"] > 1
+    assert set(saved["median_step_ms"]) == {"naive", "best", "ceiling"}
+    text = (tmp_path / "pipeline.md").read_text()
+    assert "best vs naive" in text and "Command:" in text and "Machine:" in text
