@@ -89,7 +89,7 @@ def main(argv=None) -> dict:
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine, "python": platform.python_version(),
         "tensorflow": __import__("tensorflow").__version__,
-        "command": "python benchmarks/pipeline.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": " ".join(["python benchmarks/pipeline.py", *(argv if argv is not None else sys.argv[1:])]),
         "size": args.size, "batch_size": args.batch_size, "rounds": args.rounds,
         "storage_latency_ms": tfdata.storage_latency_s(cfgs["best"]) * 1e3,
         "configs": {n: c.to_dict() for n, c in cfgs.items()},
