@@ -234,7 +234,9 @@ def draw_utilization(ax: Axes, result: RunResult) -> None:
     hi = max([t[-1]] + [s[1] for s in (warm, meas) if s])
     if hi > lo:
         ax.set_xlim(lo, hi)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=_SMALL, frameon=False, borderaxespad=0)
+    if ax.get_legend_handles_labels()[0]:     # a run that failed early may have nothing to label
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=_SMALL, frameon=False,
+                  borderaxespad=0)
     ax.grid(alpha=0.3)
     ax.set_axisbelow(True)
 
