@@ -340,6 +340,8 @@ def train_on(cfg: RunConfig, dataset: tf.data.Dataset, *, label: str) -> RunResu
 
     log = StepLog()
     with prepared(cfg) as p:
+        if p.strategy is not tf.distribute.get_strategy():     # as prepared() does for its own data
+            dataset = p.strategy.experimental_distribute_dataset(dataset)
         p.iterator = iter(dataset)
         setup_s = clock()
         with Sampler(interval_s=cfg.sample_interval_s, probes=default_probes(), clock=clock) as sampler:
