@@ -245,3 +245,19 @@ def test_default_runner_is_tfwb_run_looked_up_at_first_run(monkeypatch):
 def test_no_tensorflow():
     code = "import sys, tfwb.ui.workbench; assert 'tensorflow' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_pipeline_knobs_reach_the_config():
+    wb, runner = make()
+    latency = wb.knobs["storage_latency_ms"]
+    assert latency.value == "workload default" and wb.config().storage_latency_ms is None
+    latency.value = "25 ms"
+    wb.knobs["shuffle_buffer"].value = 128
+    wb.knobs["vectorized_map"].value = True
+    wb.knobs["deterministic"].value = False
+    wb.run_button.click()
+    cfg = runner.calls[-1]
+    assert (cfg.storage_latency_ms, cfg.shuffle_buffer, cfg.vectorized_map, cfg.deterministic) == (
+        25.0, 128, True, False)
+    wb.run(storage_latency_ms=7.0)                 # a value not offered becomes a choice
+    assert runner.calls[-1].storage_latency_ms == 7.0 and latency.value == "7 ms"

@@ -31,23 +31,28 @@ TOGGLE_KNOBS: Dict[str, str] = {
     "cache": "cache",
     "parallel_map": "parallel_map",
     "interleave": "interleave",
+    "vectorized_map": "vectorized_map",
+    "deterministic": "deterministic",
     "jit_compile": "jit_compile (XLA)",
 }
 #: Fields picked from a list, and the values offered (``None`` shows as "none").
 CLIP_CHOICES = (None, "global_norm:1.0", "norm:1.0", "value:0.5")
+LATENCY_CHOICES_MS = (None, 0.0, 3.0, 25.0, 100.0)
 DROPDOWN_KNOBS: Dict[str, tuple] = {
     "data_source": DATA_SOURCES,
+    "storage_latency_ms": LATENCY_CHOICES_MS,
     "mixed_precision": MIXED_PRECISION,
     "clip": CLIP_CHOICES,
     "optimizer": OPTIMIZERS,
     "strategy": STRATEGIES,
 }
 #: Fields typed in as integers.
-INT_KNOBS = ("batch_size", "steps")
+INT_KNOBS = ("batch_size", "steps", "shuffle_buffer")
 KNOB_FIELDS = tuple(TOGGLE_KNOBS) + tuple(DROPDOWN_KNOBS) + INT_KNOBS
 
 RED = "#c00"
 _NONE = "none"                     # the dropdown's stand-in for None
+_NONE_LABELS = {"storage_latency_ms": "workload default"}   # where None means something else
 _PROGRESS_INTERVAL_S = 0.05        # at most ~20 progress-bar updates a second
 
 Runner = Callable[..., RunResult]
@@ -148,7 +153,7 @@ class Workbench:
                                               layout=W.Layout(width="auto"))
         for name, choices in DROPDOWN_KNOBS.items():
             self._choices[name] = list(choices)
-            longest = max(len(self._label(c)) for c in choices)
+            longest = max(len(self._label(c, name)) for c in choices)
             self.knobs[name] = W.Dropdown(
                 options=self._options(name), description=name, style=wide,
                 layout=W.Layout(width=f"{(len(name) + longest) * 8 + 56}px"))
@@ -188,7 +193,8 @@ class Workbench:
         self.widget = W.VBox([
             header,
             W.HBox([W.HTML("<b>input</b>", layout=W.Layout(width="70px")),
-                    k["prefetch"], k["cache"], k["parallel_map"], k["interleave"], k["data_source"]],
+                    k["prefetch"], k["cache"], k["parallel_map"], k["interleave"], k["vectorized_map"],
+                    k["deterministic"], k["data_source"], k["storage_latency_ms"], k["shuffle_buffer"]],
                    layout=wrap),
             W.HBox([W.HTML("<b>compute</b>", layout=W.Layout(width="70px")),
                     k["jit_compile"], k["mixed_precision"], k["clip"], k["optimizer"], k["strategy"]],
@@ -205,11 +211,23 @@ class Workbench:
         self._refresh_history()
 
     @staticmethod
-    def _label(value: Any) -> str:
-        return _NONE if value is None else str(value)
+    def _label(value: Any, name: str = "") -> str:
+        """The text a dropdown shows for a RunConfig value (dropdown values are these texts:
+        ipywidgets 8 reads a ``None`` value as "nothing selected")."""
+        if value is None:
+            return _NONE_LABELS.get(name, _NONE)
+        if name == "storage_latency_ms":
+            return f"{value:g} ms"
+        return str(value)
 
     def _options(self, name: str) -> list:
-        return [(self._label(v), self._label(v)) for v in self._choices[name]]
+        return [(self._label(v, name), self._label(v, name)) for v in self._choices[name]]
+
+    def _from_label(self, name: str, text: str) -> Any:
+        for value in self._choices[name]:
+            if self._label(value, name) == text:
+                return value
+        return text
 
     def _set_knobs(self, values: Dict[str, Any]) -> None:
         """Put RunConfig values on the knob widgets (values already validated)."""
@@ -223,7 +241,7 @@ class Workbench:
                 if value not in self._choices[name]:
                     self._choices[name].append(value)
                     knob.options = self._options(name)
-                knob.value = self._label(value)
+                knob.value = self._label(value, name)
             else:
                 knob.value = value
 
@@ -235,7 +253,7 @@ class Workbench:
             if name == "cache":
                 value = (self._cache_path or True) if value else False
             elif name in DROPDOWN_KNOBS:
-                value = None if value == _NONE else value
+                value = self._from_label(name, value)
             elif name in TOGGLE_KNOBS:
                 value = bool(value)
             values[name] = value
