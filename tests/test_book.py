@@ -191,7 +191,7 @@ def test_install_cell_on_colab_without_tfwb_pip_installs_it_from_the_repo(monkey
 
 # -- the README's test command is what CI runs ------------------------------------------
 
-def _readme_test_command() -> str:
+def _readme_commands() -> list:
     readme = ROOT / "README.md"
     if not readme.exists():
         pytest.skip("README.md is not there yet")
@@ -202,8 +202,20 @@ def _readme_test_command() -> str:
     block = re.search(r"^```[^\n]*\n(.*?)^```", section.group(1), re.M | re.S)
     assert block, "the Quick start section has no fenced block"
     commands = [ln.strip() for ln in block.group(1).splitlines() if ln.strip() and not ln.strip().startswith("#")]
-    assert len(commands) >= 2, f"expected two commands in the Quick start block, got {commands}"
-    return commands[1]
+    assert len(commands) == 2, f"expected exactly two commands in the Quick start block, got {commands}"
+    return commands
+
+
+def _readme_test_command() -> str:
+    return _readme_commands()[1]
+
+
+def test_readme_first_command_opens_chapter_00_in_lab():
+    words = shlex.split(_readme_commands()[0])
+    assert "lab" in words and any(w.endswith("/jupyter") or w == "jupyter" for w in words)
+    assert "--allow-root" in words, "JupyterLab refuses to start as root (containers, CI) without it"
+    notebook = ROOT / words[-1]
+    assert notebook.exists() and notebook.name.startswith("00_"), words[-1]
 
 
 def test_ci_runs_the_readme_test_command():
