@@ -228,7 +228,7 @@ def _run_all_then_drive_the_workbench(lab, browser, artifacts_dir, notebook):
         shot("4-after-run", wb)
         if notebook == CHAPTER_00:
             page.mouse.move(0, 0)                    # no hover highlight in the README picture
-            shot("workbench", wb)                    # copied by hand to docs/workbench.png
+            shot("workbench", wb)                    # copied by hand to tests/ui/workbench.png (the README shows it)
 
         # 4. an invalid action: the tpu strategy with no TPU. Red text, earlier rows kept.
         wb.locator(".tfwb-knob-strategy select").select_option("tpu")
