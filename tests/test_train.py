@@ -166,6 +166,7 @@ def test_fingerprint(timed_run):
     assert fp["keras"] == keras.__version__
     assert fp["config"] == r.config.to_dict()
     assert fp["replicas"] == 1
+    assert fp["size"] == r.config.resolved_size     # "auto" is recorded resolved
     assert any("CPU" in d for d in fp["logical_devices"])
     assert fp["gpus"] == [] or all("compute_capability" in g for g in fp["gpus"])
 

@@ -126,6 +126,7 @@ def fingerprint(cfg: RunConfig, strategy=None) -> dict:
         "environment": hw.get("environment"), "gpus": gpus,
         "logical_devices": [d.name for d in tf.config.list_logical_devices()],
         "replicas": strategy.num_replicas_in_sync if strategy is not None else None,
+        "size": cfg.resolved_size,              # "auto" resolved: small under TFWB_FAST=1
         "config": cfg.to_dict(),
     }
 
