@@ -1,4 +1,5 @@
 """tfwb.report: history rows, the text table and the HTML table, against exact strings."""
+import dataclasses
 import subprocess
 import sys
 
@@ -148,3 +149,18 @@ def test_report_is_pure():
     code = ("import sys, tfwb.report; bad = [m for m in ('tensorflow', 'matplotlib', 'ipywidgets', 'IPython') "
             "if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _sized(result, size):
+    return dataclasses.replace(result, fingerprint={"size": size})
+
+
+def test_runs_of_another_size_are_not_compared_and_baseline_follows_the_latest_size():
+    small_base = _sized(ok(RunConfig(), BASE_S, 0.03), "small")
+    full_base = _sized(ok(RunConfig(), (0.5, 0.51, 0.49, 0.5, 0.52), 0.03), "full")
+    full_fast = _sized(ok(RunConfig(prefetch=True), (0.25, 0.26, 0.24, 0.25, 0.25), 0.0), "full")
+    assert report.pick_baseline([small_base, full_base, full_fast], RunConfig()) is full_base
+    rows = report.history_rows([small_base, full_base, full_fast], baseline=small_base)
+    assert rows[1]["verdict"] == "full size: not compared" and rows[1]["speedup"] is None
+    rows = report.history_rows([small_base, full_base, full_fast], baseline_config=RunConfig())
+    assert [r["verdict"] for r in rows] == ["small size: not compared", "baseline", "2.00x faster"]

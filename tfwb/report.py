@@ -60,6 +60,11 @@ def format_changes(config: RunConfig, baseline_config: Optional[RunConfig]) -> s
     return ", ".join(f"{name}={value!r}" for name, value in diff.items())
 
 
+def _size(result: RunResult) -> Optional[str]:
+    """The workload size a run used ("small"/"full"), from its fingerprint, if recorded."""
+    return (result.fingerprint or {}).get("size")
+
+
 def pick_baseline(results: Sequence[RunResult],
                   config: Optional[RunConfig] = None) -> Optional[RunResult]:
     """The result others are compared with.
@@ -77,6 +82,11 @@ def pick_baseline(results: Sequence[RunResult],
         True
     """
     ok = [r for r in results if r.ok]
+    if ok and _size(ok[-1]):
+        # A history can mix small (TFWB_FAST=1) and full runs of the same config:
+        # compare with a run of the size the latest run used.
+        same = [r for r in ok if _size(r) in (None, _size(ok[-1]))]
+        ok = same or ok
     if config is not None:
         for r in ok:
             if not r.config.diff(config):
@@ -104,7 +114,9 @@ def history_rows(results: Sequence[RunResult], baseline: Optional[RunResult] = N
         ``"1.03x: no significant difference"``, or ``""``), ``is_baseline``,
         ``bottleneck`` (the diagnosis headline; ``""`` for runs that did not
         finish) and ``error`` (``None`` for ok runs). Numbers are ``None`` where
-        the run measured nothing.
+        the run measured nothing. A run of another workload size than the
+        baseline (small vs full, from the fingerprint) gets the verdict
+        ``"<size> size: not compared"``.
 
     Example:
         >>> history_rows([])
@@ -131,6 +143,9 @@ def _row(index: int, result: RunResult, baseline: Optional[RunResult],
     speedup, verdict = None, ""
     if is_baseline:
         speedup, verdict = 1.0, BASELINE_TEXT
+    elif baseline is not None and result.ok and None not in (_size(baseline), _size(result)) \
+            and _size(baseline) != _size(result):
+        verdict = f"{_size(result)} size: not compared"
     elif baseline is not None and result.ok:
         try:
             comparison = stats.compare(baseline.step_times_s, result.step_times_s)
