@@ -226,3 +226,10 @@ def test_ci_runs_the_readme_test_command():
              if ln.strip() and not ln.strip().startswith("#")]
     assert command in lines, f".ci/run does not run the README's test command {command!r}; it has {lines}"
     assert "tests/run_all.py" in shlex.split(command), "the test command no longer runs tests/run_all.py"
+
+
+def test_readme_badges_use_the_one_repository_slug():
+    text_ = (ROOT / "README.md").read_text(encoding="utf-8")
+    slugs = set(re.findall(r"(?:colab\.research\.google\.com/github|mybinder\.org/v2/gh)/([\w.-]+/[\w.-]+)/", text_))
+    assert slugs == {book.REPO_SLUG}, f"README badges name {slugs}; tfwb.book.REPO_SLUG is {book.REPO_SLUG!r}"
+    assert book.badge_markdown("notebooks/00_measuring.ipynb") in text_
