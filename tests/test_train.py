@@ -420,3 +420,18 @@ def test_jit_compile_runs():
     r = train.run(tiny(jit_compile=True, steps=2))
     assert r.status == "ok", r.error
     assert all(math.isfinite(v) for v in r.losses)
+
+
+def test_run_on_a_given_dataset_builds_no_pipeline(monkeypatch):
+    import tensorflow as tf
+
+    def no_pipeline(*args, **kwargs):
+        raise AssertionError("run(dataset=...) must not build the config's pipeline")
+
+    monkeypatch.setattr(train, "build_dataset", no_pipeline)
+    x = tf.random.uniform((64, 32, 32, 3), maxval=255)
+    y = tf.zeros((64,), tf.int32)
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(16, drop_remainder=True).repeat()
+    r = train.run(small(steps=3, warmup_steps=1), dataset=ds, raise_errors=True)
+    assert r.ok and len(r.step_times_s) == 3
+    assert any("not built from the pipeline knobs" in n for n in r.notes)

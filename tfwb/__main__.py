@@ -11,7 +11,6 @@ bad options (with the RunConfig message naming the field and what is allowed).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from typing import List, Optional

@@ -7,7 +7,7 @@ from ``tfwb.stats.compare``), and whether the two agree. Pure: no TensorFlow.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence, Union
+from typing import Optional, Sequence
 
 from . import stats
 

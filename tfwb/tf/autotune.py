@@ -24,14 +24,14 @@ same tables as ``tfwb.run`` results.
 """
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 import re
 import tempfile
 import time
-import uuid
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import tensorflow as tf
 
@@ -326,34 +326,7 @@ def train_on(cfg: RunConfig, dataset: tf.data.Dataset, *, label: str) -> RunResu
     Raises:
         whatever building or training raises (unlike ``tfwb.run``, nothing is caught).
     """
-    import datetime
+    from .train import run
 
-    from ..monitor import Sampler, default_probes
-    from .train import StepLog, fingerprint, prepared, timed_steps
-
-    cfg = cfg.replace(label=label)
-    started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    origin = time.perf_counter()
-
-    def clock() -> float:
-        return time.perf_counter() - origin
-
-    log = StepLog()
-    with prepared(cfg) as p:
-        if p.strategy is not tf.distribute.get_strategy():     # as prepared() does for its own data
-            dataset = p.strategy.experimental_distribute_dataset(dataset)
-        p.iterator = iter(dataset)
-        setup_s = clock()
-        with Sampler(interval_s=cfg.sample_interval_s, probes=default_probes(), clock=clock) as sampler:
-            timed_steps(p, cfg.warmup_steps + cfg.steps, clock, log)
-        fp = fingerprint(cfg, p.strategy)
-        notes = tuple(p.notes) + (f"data: {label} (a dataset built outside RunConfig)",)
-    w = min(cfg.warmup_steps, len(log.times_s))
-    return RunResult(
-        config=cfg, status="ok",
-        warmup_times_s=log.times_s[:w], warmup_input_wait_s=log.waits_s[:w],
-        warmup_start_s=log.starts_s[:w], warmup_losses=log.losses[:w],
-        step_times_s=log.times_s[w:], input_wait_s=log.waits_s[w:], step_start_s=log.starts_s[w:],
-        losses=log.losses[w:], samples=tuple(sampler.samples),
-        examples_per_step=cfg.batch_size * cfg.steps_per_execution, setup_s=setup_s,
-        fingerprint=fp, started_at=started_at, run_id=uuid.uuid4().hex[:12], notes=notes)
+    result = run(cfg.replace(label=label), dataset=dataset, raise_errors=True)
+    return dataclasses.replace(result, notes=result.notes + (f"data: {label} (a dataset built outside RunConfig)",))

@@ -202,8 +202,11 @@ def timed_steps(p: Prepared, n: int, clock: Callable[[], float], log: StepLog,
 
 
 @contextlib.contextmanager
-def prepared(cfg: RunConfig) -> Iterator[Prepared]:
+def prepared(cfg: RunConfig, dataset: Optional[tf.data.Dataset] = None) -> Iterator[Prepared]:
     """Build strategy, data, model, optimizer and step for ``cfg``; restore the dtype policy on exit.
+
+    ``dataset`` (batches of ``cfg.batch_size``) replaces the pipeline ``cfg``'s knobs
+    would build, for variants a RunConfig cannot express (``tfwb.tf.data.Tuning``).
 
     Raises:
         ValueError: for a knob this machine or workload cannot honour.
@@ -218,8 +221,11 @@ def prepared(cfg: RunConfig) -> Iterator[Prepared]:
                              f"{strategy.num_replicas_in_sync} replicas of strategy={cfg.strategy!r}")
         keras.mixed_precision.set_global_policy(
             "float32" if cfg.mixed_precision == "off" else cfg.mixed_precision)
-        dataset, data_notes = build_dataset(cfg, workload)
-        notes = list(data_notes)
+        if dataset is None:
+            dataset, data_notes = build_dataset(cfg, workload)
+            notes = list(data_notes)
+        else:
+            notes = ["data: a dataset given to run(), not built from the pipeline knobs"]
         with strategy.scope():
             model = workload.model_fn(cfg)
             optimizer = make_optimizer(cfg)
@@ -240,7 +246,8 @@ def prepared(cfg: RunConfig) -> Iterator[Prepared]:
         keras.mixed_precision.set_global_policy(previous_policy)
 
 
-def run(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bool = False) -> RunResult:
+def run(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bool = False,
+        dataset: Optional[tf.data.Dataset] = None) -> RunResult:
     """Train ``cfg.workload`` for ``warmup_steps + steps`` steps and measure each one.
 
     Args:
@@ -248,6 +255,8 @@ def run(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bo
         progress: called as ``progress(steps_done, steps_total)`` after every step
             (warm-up included), on the training thread.
         raise_errors: re-raise a failure instead of returning a failed result.
+        dataset: batches to train on instead of the pipeline ``cfg`` describes
+            (the pipeline knobs are then only labels; a note says so).
 
     Returns:
         A RunResult. A failure (bad knob for this hardware, out of memory, an error
@@ -275,7 +284,7 @@ def run(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bo
     try:
         sampler.start()
         state["fp"] = fingerprint(cfg)       # so a run that fails in setup still says where it ran
-        with prepared(cfg) as p:
+        with prepared(cfg, dataset) as p:
             notes.extend(p.notes)
             state["fp"] = fingerprint(cfg, p.strategy)
             state["examples"] = cfg.batch_size * cfg.steps_per_execution
