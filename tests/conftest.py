@@ -14,6 +14,22 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("TFWB_DATA_DIR", os.path.join(os.path.dirname(__file__), "..", ".pytest_cache", "tfwb-data"))
 
 
+def pytest_sessionstart(session):
+    """Split the CPU into 2 logical devices before any test starts TF's runtime.
+
+    The explicit setup every chapter does in its first cell (``tfwb.setup_devices()``),
+    done once for the whole test process so ``strategy="mirrored"`` tests get 2 replicas.
+    Skipped where TensorFlow is not installed (the pure tests run without it).
+    """
+    try:
+        import tensorflow  # noqa: F401
+    except ImportError:
+        return
+    import tfwb
+
+    tfwb.setup_devices()
+
+
 @pytest.fixture(autouse=True)
 def no_leaked_sampler_threads():
     """Every test: the sampler thread never outlives the code that started it."""

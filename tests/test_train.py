@@ -11,8 +11,8 @@ import time
 import pytest
 
 pytest.importorskip("tensorflow")
-# First TF import of the process: the runner splits the CPU into 2 logical devices for
-# strategy="mirrored", which TF allows only before its runtime starts.
+# tests/conftest.py calls tfwb.setup_devices() at session start, before any test starts
+# TF's runtime, so strategy="mirrored" gets 2 logical CPU devices in this process.
 import tfwb.tf.train as train  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -282,7 +282,44 @@ def test_tf_op_error_message_keeps_its_cause():
 # -- distribution --------------------------------------------------------------------------------------------
 def test_cpu_was_split_for_mirrored():
     assert len(tf.config.list_logical_devices("CPU")) >= 2, (
-        "TF initialized before tfwb.tf.train was imported; mirrored cannot get 2 replicas")
+        "TF's runtime started before conftest's tfwb.setup_devices(); mirrored cannot get 2 replicas")
+
+
+def _fresh_python(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_importing_the_runner_changes_no_devices_and_run_splits_the_cpu_itself():
+    proc = _fresh_python("""
+        import tensorflow as tf
+        import tfwb.tf.train as train
+        from tfwb import RunConfig
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        assert tf.config.get_logical_device_configuration(cpu) is None, "import split the CPU"
+        r = train.run(RunConfig(size="small", data_source="memory", strategy="mirrored",
+                                batch_size=8, steps=2, warmup_steps=1))
+        assert r.status == "ok", r.error
+        print("replicas", r.fingerprint["replicas"])
+    """)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "replicas 2" in proc.stdout
+
+
+def test_mirrored_after_tf_started_fails_before_any_work_saying_what_to_do():
+    proc = _fresh_python("""
+        import tensorflow as tf
+        tf.constant(1.0) + 1                     # the user's own TF work starts the runtime
+        import tfwb
+        from tfwb import RunConfig
+        r = tfwb.run(RunConfig(size="small", data_source="memory", strategy="mirrored",
+                               batch_size=8, steps=2, warmup_steps=1))
+        print("STATUS", r.status, len(r.step_times_s) + len(r.warmup_times_s))
+        print("ERROR", r.error)
+    """)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "STATUS failed 0" in proc.stdout
+    assert "tfwb.setup_devices(2)" in proc.stdout and "restart the kernel" in proc.stdout
 
 
 def test_mirrored_runs_on_two_replicas():

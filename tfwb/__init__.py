@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from . import observers
 from .config import RunConfig
 from .diagnose import diagnose  # binds the function over the submodule's name, once
 from .expect import check
@@ -19,13 +20,15 @@ __version__ = "0.1.0"
 
 __all__ = [
     "RunConfig", "RunResult", "Sample", "run", "Workbench", "register_workload",
-    "load_results", "compare", "diagnose", "detect_hardware", "check", "__version__",
+    "load_results", "compare", "diagnose", "detect_hardware", "check", "setup_devices",
+    "observers", "__version__",
 ]
 
 _LAZY = {
     "run": ("tfwb.tf.train", "run"),
     "Workbench": ("tfwb.ui.workbench", "Workbench"),
     "detect_hardware": ("tfwb.hardware", "detect"),
+    "setup_devices": ("tfwb.tf.devices", "setup_devices"),
 }
 
 

@@ -1,17 +1,22 @@
 """RunConfig: every knob of one training run, validated when it is built.
 
-A ``RunConfig`` is a frozen dataclass. Building one with a bad value raises
-``ValueError`` naming the field, the value and what is allowed, before any work
-starts. This module is pure: it imports neither TensorFlow nor any UI library.
+A ``RunConfig`` is a frozen dataclass. Each field is declared once with its
+``knob(...)`` (kind, allowed values, Workbench group, help, chapter; see
+``tfwb.knobs``), and validation, the command line, the Workbench controls and the
+README's knob table all come from those declarations. Building one with a bad value
+raises ``ValueError`` naming the field, the value and what is allowed, before any
+work starts. This module is pure: it imports neither TensorFlow nor any UI library.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 import os
-from dataclasses import dataclass, field, fields
-from typing import Any, Mapping, Optional, Union
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Optional, Union
+
+from . import knobs as _knobs
+from .knobs import knob
 
 MIXED_PRECISION = ("off", "mixed_float16", "mixed_bfloat16")
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
@@ -19,6 +24,13 @@ OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "rmsprop", "nadam")
 CLIP_KINDS = ("norm", "global_norm", "value")
 DATA_SOURCES = ("files", "generator", "memory")
 SIZES = ("auto", "small", "full")
+CLIP_ALLOWED = "None or 'norm:X', 'global_norm:X', 'value:X' with X > 0"
+
+
+def _workload_names() -> tuple:
+    from .workloads import workload_names
+
+    return workload_names()
 
 
 def fast_mode() -> bool:
@@ -41,7 +53,7 @@ def parse_clip(clip: Optional[str]) -> Optional[tuple]:
     """
     if clip is None:
         return None
-    allowed = "None or 'norm:X', 'global_norm:X', 'value:X' with X > 0"
+    allowed = CLIP_ALLOWED
     if not isinstance(clip, str) or clip.count(":") != 1:
         raise ValueError(f"clip={clip!r} is not allowed; use {allowed}")
     kind, _, raw = clip.partition(":")
@@ -54,68 +66,14 @@ def parse_clip(clip: Optional[str]) -> Optional[tuple]:
     return kind, value
 
 
-def _fail(name: str, value: Any, allowed: str) -> None:
-    raise ValueError(f"{name}={value!r} is not allowed; {name} must be {allowed}")
-
-
-def _check_choice(name: str, value: Any, choices) -> None:
-    if value not in choices:
-        _fail(name, value, "one of " + ", ".join(repr(c) for c in choices))
-
-
-def _check_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        _fail(name, value, f"an integer >= {minimum}")
-
-
-def _check_number(name: str, value: Any, minimum: float, *, strict: bool = False) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value < minimum or (strict and value == minimum):
-        _fail(name, value, f"a finite number {'>' if strict else '>='} {minimum}")
-
-
-def _check_bool(name: str, value: Any) -> None:
-    if not isinstance(value, bool):
-        _fail(name, value, "True or False")
-
-
 @dataclass(frozen=True)
 class RunConfig:
     """Every knob of one run. Frozen; validated at construction.
 
-    Args:
-        workload: a registered workload name (``"images"`` is built in; add your
-            own with ``tfwb.register_workload``).
-        size: ``"small"``, ``"full"`` or ``"auto"`` (small when ``TFWB_FAST=1``).
-        batch_size: global batch size, examples per step (>= 1).
-        steps: measured steps (>= 1).
-        warmup_steps: steps run first and kept apart from the statistics (>= 0).
-        data_source: ``"files"`` (tf.data reads the files, the pipeline knobs
-            apply), ``"generator"`` (a Python generator reads and decodes them,
-            the naive way) or ``"memory"`` (decoded batches staged in memory: the
-            compute-only ceiling).
-        storage_latency_ms: extra delay per file read, modelling network storage;
-            ``None`` takes the workload's default, 0 is local disk.
-        prefetch: ``prefetch(AUTOTUNE)`` last; ``False`` also turns off the
-            prefetch tf.data injects by default.
-        cache: ``False``, ``True`` (in memory) or a file path prefix for a disk cache.
-        parallel_map: decode/augment with ``num_parallel_calls=AUTOTUNE``.
-        interleave: read the shards in parallel with ``interleave``.
-        vectorized_map: batch before map, so augmentation runs once per batch.
-        shuffle_buffer: shuffle buffer in elements (0: no shuffle).
-        deterministic: keep element order under parallelism.
-        mixed_precision: ``"off"``, ``"mixed_float16"`` or ``"mixed_bfloat16"``.
-        jit_compile: compile the train step with XLA.
-        steps_per_execution: train steps run inside one ``tf.function`` call.
-        clip: ``None`` or ``"norm:X"``, ``"global_norm:X"``, ``"value:X"``.
-        optimizer: one of ``sgd``, ``momentum``, ``adam``, ``adamw``, ``rmsprop``, ``nadam``.
-        learning_rate: > 0.
-        strategy: ``"default"``, ``"mirrored"``, ``"multi_worker"`` or ``"tpu"``.
-        replicas: logical CPU devices to create for ``mirrored`` on a machine with
-            no GPU (``None``: use what is there).
-        seed: seed for data generation, shuffling and weights.
-        sample_interval_s: utilization sampling period (>= 0.05 s).
-        label: free text shown in history tables.
+    Every field is declared below with ``knob(...)``: its kind, allowed values,
+    Workbench group, one line of help and the chapter that teaches it. Read them
+    as a table with ``python -m tfwb knobs`` (or ``tfwb.config.KNOBS``); the README
+    has the same table.
 
     Raises:
         ValueError: naming the field, the value and what is allowed.
@@ -125,78 +83,74 @@ class RunConfig:
         32
     """
 
-    workload: str = "images"
-    size: str = "auto"
-    batch_size: int = 64
-    steps: int = 40
-    warmup_steps: int = 5
-    data_source: str = "files"
-    storage_latency_ms: Optional[float] = None
-    prefetch: bool = False
-    cache: Union[bool, str] = False
-    parallel_map: bool = False
-    interleave: bool = False
-    vectorized_map: bool = False
-    shuffle_buffer: int = 0
-    deterministic: bool = True
-    mixed_precision: str = "off"
-    jit_compile: bool = False
-    steps_per_execution: int = 1
-    clip: Optional[str] = None
-    optimizer: str = "adam"
-    learning_rate: float = 1e-3
-    strategy: str = "default"
-    replicas: Optional[int] = None
-    seed: int = 0
-    sample_interval_s: float = 0.2
-    label: str = ""
+    workload: str = knob("images", "choice", "the registered workload to train (tfwb.register_workload adds one)",
+                         group="run", choices=lambda: _workload_names())
+    size: str = knob("auto", "choice", "workload size; auto is small under TFWB_FAST=1, else full",
+                     group="run", choices=SIZES)
+    batch_size: int = knob(64, "int", "global batch: examples per training step, over all replicas",
+                           group="run", minimum=1, unit="examples")
+    steps: int = knob(40, "int", "measured training steps", group="run", minimum=1, unit="steps")
+    warmup_steps: int = knob(5, "int", "steps run first and kept apart from the statistics (tracing, "
+                             "compilation, autotuning)", group="run", minimum=0, unit="steps")
+    data_source: str = knob("files", "choice", "files: tf.data reads them; generator: a Python generator "
+                            "(naive); memory: staged batches (compute-only ceiling)",
+                            group="input", choices=DATA_SOURCES, chapter=1)
+    storage_latency_ms: Optional[float] = knob(
+        None, "float", "extra delay per file read, modelling network storage", group="input",
+        minimum=0.0, optional=True, none_means="the workload's default", unit="ms",
+        offered=(None, 0.0, 3.0, 25.0, 100.0), chapter=1)
+    prefetch: bool = knob(False, "bool", "prefetch(AUTOTUNE) last; off also turns off the prefetch "
+                          "tf.data injects", group="input", chapter=1)
+    cache: Union[bool, str] = knob(False, "cache", "cache decoded elements: in memory (True) or in files "
+                                   "at a path prefix", group="input", chapter=1)
+    parallel_map: bool = knob(False, "bool", "decode and augment with num_parallel_calls=AUTOTUNE",
+                              group="input", chapter=1)
+    interleave: bool = knob(False, "bool", "read several shards at once", group="input", chapter=1)
+    vectorized_map: bool = knob(False, "bool", "batch before map: augment once per batch",
+                                group="input", chapter=1)
+    shuffle_buffer: int = knob(0, "int", "shuffle buffer in elements (0: no shuffle)", group="input",
+                               minimum=0, unit="elements", chapter=1)
+    deterministic: bool = knob(True, "bool", "keep element order under parallelism", group="input",
+                               chapter=1)
+    mixed_precision: str = knob("off", "choice", "Keras dtype policy for the model (logits and loss "
+                                "stay float32)", group="precision", choices=MIXED_PRECISION, chapter=3)
+    jit_compile: bool = knob(False, "bool", "compile the train step with XLA", group="graph", chapter=2)
+    steps_per_execution: int = knob(1, "int", "train steps run inside one tf.function call",
+                                    group="graph", minimum=1, unit="steps", chapter=2)
+    clip: Optional[str] = knob(None, "spec", "gradient clipping: norm:X per tensor, global_norm:X over "
+                               "all, value:X per element", group="optimizer", validate=parse_clip,
+                               none_means=CLIP_ALLOWED, offered=(None, "global_norm:1.0", "norm:1.0",
+                                                                 "value:0.5"), chapter=4)
+    optimizer: str = knob("adam", "choice", "the optimizer (momentum is SGD with momentum 0.9)",
+                          group="optimizer", choices=OPTIMIZERS, chapter=4)
+    learning_rate: float = knob(1e-3, "float", "the optimizer's learning rate", group="optimizer",
+                                minimum=0.0, exclusive_minimum=True, maximum=10.0, log_scale=True,
+                                chapter=4)
+    strategy: str = knob("default", "choice", "distribution strategy", group="distribution",
+                         choices=STRATEGIES, chapter=5)
+    replicas: Optional[int] = knob(None, "int", "replicas for mirrored (GPUs to use, or logical CPU "
+                                   "devices on a machine without a GPU)", group="distribution",
+                                   minimum=1, optional=True,
+                                   none_means="every GPU, or 2 logical CPU devices", chapter=5)
+    seed: int = knob(0, "int", "seed for data generation, shuffling and weights", group="run", minimum=0)
+    sample_interval_s: float = knob(0.2, "float", "utilization sampling period", minimum=0.05, unit="s",
+                                    chapter=0)
+    label: str = knob("", "text", "free text shown in history tables")
     _check_workload: bool = field(default=True, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # NumPy scalars (from sweeps) become plain Python numbers; bools stay bools.
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Number):
+        for name, k in KNOBS.items():
+            if name == "workload" and not self._check_workload:
+                if not isinstance(self.workload, str) or not self.workload:
+                    raise ValueError(f"workload={self.workload!r} is not allowed; workload must be "
+                                     "a non-empty workload name")
                 continue
-            if isinstance(value, numbers.Integral) and not isinstance(value, int):
-                object.__setattr__(self, f.name, int(value))
-            elif isinstance(value, numbers.Real) and not isinstance(value, (int, float)):
-                object.__setattr__(self, f.name, float(value))
-        if self._check_workload:
-            from .workloads import workload_names
-
-            names = workload_names()
-            if self.workload not in names:
-                _fail("workload", self.workload,
-                      "a registered workload: " + ", ".join(repr(n) for n in names)
-                      + " (add one with tfwb.register_workload)")
-        elif not isinstance(self.workload, str) or not self.workload:
-            _fail("workload", self.workload, "a non-empty workload name")
-        _check_choice("size", self.size, SIZES)
-        _check_int("batch_size", self.batch_size, 1)
-        _check_int("steps", self.steps, 1)
-        _check_int("warmup_steps", self.warmup_steps, 0)
-        _check_choice("data_source", self.data_source, DATA_SOURCES)
-        if self.storage_latency_ms is not None:
-            _check_number("storage_latency_ms", self.storage_latency_ms, 0.0)
-        for name in ("prefetch", "parallel_map", "interleave", "vectorized_map",
-                     "deterministic", "jit_compile"):
-            _check_bool(name, getattr(self, name))
-        if not isinstance(self.cache, bool) and not (isinstance(self.cache, str) and self.cache.strip()):
-            _fail("cache", self.cache, "False, True (in memory) or a file path prefix (on disk)")
-        _check_int("shuffle_buffer", self.shuffle_buffer, 0)
-        _check_choice("mixed_precision", self.mixed_precision, MIXED_PRECISION)
-        _check_int("steps_per_execution", self.steps_per_execution, 1)
-        parse_clip(self.clip)
-        _check_choice("optimizer", self.optimizer, OPTIMIZERS)
-        _check_number("learning_rate", self.learning_rate, 0.0, strict=True)
-        _check_choice("strategy", self.strategy, STRATEGIES)
-        if self.replicas is not None:
-            _check_int("replicas", self.replicas, 1)
-        _check_int("seed", self.seed, 0)
-        _check_number("sample_interval_s", self.sample_interval_s, 0.05)
-        if not isinstance(self.label, str):
-            _fail("label", self.label, "a string")
+            try:
+                object.__setattr__(self, name, k.check(name, getattr(self, name)))
+            except ValueError as e:
+                if name == "workload":
+                    raise ValueError(f"{e} (add one with tfwb.register_workload)") from None
+                raise
 
     # -- derived values -------------------------------------------------
     @property
@@ -218,10 +172,7 @@ class RunConfig:
         Raises:
             ValueError: for an unknown field (listing the known ones) or a bad value.
         """
-        unknown = sorted(set(changes) - set(field_names()))
-        if unknown:
-            raise ValueError(f"unknown RunConfig field(s) {', '.join(unknown)}; "
-                             f"known fields: {', '.join(field_names())}")
+        check_fields(changes)
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
@@ -237,10 +188,7 @@ class RunConfig:
         """
         if not isinstance(data, Mapping):
             raise ValueError(f"RunConfig.from_dict needs a mapping, got {type(data).__name__}")
-        unknown = sorted(set(data) - set(field_names()))
-        if unknown:
-            raise ValueError(f"unknown RunConfig field(s) {', '.join(unknown)}; "
-                             f"known fields: {', '.join(field_names())}")
+        check_fields(data)
         return cls(**dict(data), _check_workload=check_workload)
 
     def diff(self, other: "RunConfig") -> dict:
@@ -250,6 +198,18 @@ class RunConfig:
                 if name not in ("label",) and getattr(self, name) != getattr(other, name)}
 
 
+#: ``{field: Knob}`` for every RunConfig field, in declaration order.
+KNOBS = _knobs.table(RunConfig)
+
+
 def field_names() -> tuple:
     """The public RunConfig field names, in declaration order."""
-    return tuple(f.name for f in fields(RunConfig) if not f.name.startswith("_"))
+    return tuple(KNOBS)
+
+
+def check_fields(names: Iterable[str]) -> None:
+    """Raise ``ValueError`` listing the known fields when any of ``names`` is not a RunConfig field."""
+    unknown = sorted(set(names) - set(KNOBS))
+    if unknown:
+        raise ValueError(f"unknown RunConfig field(s) {', '.join(unknown)}; "
+                         f"known fields: {', '.join(KNOBS)}")

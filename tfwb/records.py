@@ -78,6 +78,10 @@ class RunResult:
         fingerprint: versions, devices and machine the run used.
         started_at: ISO-8601 start time; ``run_id`` unique per run.
         notes: warnings the runner wants shown (e.g. a knob it had to adjust).
+        stop_reason: why an observer ended the run early (target loss reached, Stop
+            clicked); ``None`` when it ran every step. The status stays ``"ok"``.
+        extras: JSON-ready facts observers recorded (``target_reached``, ``profile``,
+            ``tensorboard``).
     """
 
     config: RunConfig
@@ -98,6 +102,8 @@ class RunResult:
     started_at: str = ""
     run_id: str = ""
     notes: Tuple[str, ...] = ()
+    stop_reason: Optional[str] = None
+    extras: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.config, RunConfig):
@@ -112,6 +118,7 @@ class RunResult:
         # Keep the fingerprint in its JSON form (tuples as lists), so a result equals
         # its own round trip.
         object.__setattr__(self, "fingerprint", json.loads(json.dumps(_finite(self.fingerprint), default=str)))
+        object.__setattr__(self, "extras", json.loads(json.dumps(_finite(self.extras), default=str)))
         if len(self.input_wait_s) not in (0, len(self.step_times_s)):
             raise ValueError("input_wait_s must have one value per measured step")
 
@@ -140,6 +147,58 @@ class RunResult:
         """Total input wait / total step time over the measured steps."""
         total = sum(self.step_times_s)
         return sum(self.input_wait_s) / total if total > 0 and self.input_wait_s else None
+
+    @property
+    def median_wait_s(self) -> Optional[float]:
+        """Median input wait per measured step (None when not recorded)."""
+        return stats.median(self.input_wait_s) if self.input_wait_s else None
+
+    @property
+    def median_compute_s(self) -> Optional[float]:
+        """Median step minus median input wait: the step's own work (None without steps).
+
+        Without recorded waits (``steps_per_execution > 1``) it is the median step.
+        """
+        m = self.median_step_s
+        if m is None:
+            return None
+        return max(0.0, m - (self.median_wait_s or 0.0))
+
+    def utilization(self) -> dict:
+        """Utilization over the measured steps, summarized: medians of the samples taken then.
+
+        Returns:
+            ``{"samples", "cpu_process_pct", "cpu_system_pct", "rss_peak_mib",
+            "gpu_util_pct" (per GPU), "gpu_mem_peak_mib" (per GPU)}``; a figure no
+            sample had is ``None`` (``[]`` per GPU without a GPU). Samples outside the
+            measured steps (setup, warm-up) are left out when step starts are known.
+        """
+        chosen = list(self.samples)
+        if self.step_start_s and self.step_times_s:
+            lo = self.step_start_s[0]
+            hi = self.step_start_s[-1] + self.step_times_s[-1]
+            inside = [s for s in chosen if lo <= s.t_s <= hi]
+            chosen = inside or chosen
+
+        def med(values):
+            values = [v for v in values if v is not None]
+            return stats.median(values) if values else None
+
+        def peak(values):
+            values = [v for v in values if v is not None]
+            return max(values) if values else None
+
+        n_gpus = max((len(s.gpu_util_pct) for s in chosen), default=0)
+        return {
+            "samples": len(chosen),
+            "cpu_process_pct": med(s.cpu_process_pct for s in chosen),
+            "cpu_system_pct": med(s.cpu_system_pct for s in chosen),
+            "rss_peak_mib": peak(s.rss_mib for s in chosen),
+            "gpu_util_pct": [med(s.gpu_util_pct[g] if g < len(s.gpu_util_pct) else None for s in chosen)
+                             for g in range(n_gpus)],
+            "gpu_mem_peak_mib": [peak(s.gpu_mem_used_mib[g] if g < len(s.gpu_mem_used_mib) else None
+                                      for s in chosen) for g in range(n_gpus)],
+        }
 
     @property
     def first_step_s(self) -> Optional[float]:

@@ -180,6 +180,16 @@ class Sampler:
                     self._record_error(f"{type(probe).__name__}.close: {type(e).__name__}: {e}")
         return self.samples
 
+    # -- as a run observer (tfwb.observers): sample from the first step to the end --
+    def on_run_start(self, run: Any) -> None:
+        if self._state == "new":
+            self.start()
+
+    def on_run_end(self, run: Any) -> None:
+        run.samples = self.stop()
+        for message in self.errors[:3]:
+            run.notes.append(f"sampler: {message}")
+
     def __enter__(self) -> "Sampler":
         return self.start()
 

@@ -25,10 +25,7 @@ same tables as ``tfwb.run`` results.
 from __future__ import annotations
 
 import dataclasses
-import glob
-import os
 import re
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Tuple
@@ -37,6 +34,7 @@ import tensorflow as tf
 
 from ..config import RunConfig
 from ..records import RunResult
+from .profile import ProfilerSession
 from .timing import dataset_throughput
 
 #: Settings AUTOTUNE (or you) set, shown as they change over the trace.
@@ -210,27 +208,11 @@ def parse_xspace(path: str) -> PipelineTrace:
     return PipelineTrace(stages=tuple(stages), root=root)
 
 
-class _Profiled:
-    """``with _Profiled() as p:`` runs the profiler; ``p.trace`` is the parsed result after."""
-
-    def __enter__(self):
-        self._dir = tempfile.TemporaryDirectory(prefix="tfwb-trace-")
-        try:
-            tf.profiler.experimental.start(self._dir.name)
-        except Exception as e:  # noqa: BLE001 - e.g. another profiler session is running
-            self._dir.cleanup()
-            raise RuntimeError(f"could not start the TensorFlow profiler ({type(e).__name__}: {e}); "
-                               "stop any other profiling session and try again") from None
-        return self
-
-    def __exit__(self, *exc):
-        try:
-            tf.profiler.experimental.stop()
-            files = sorted(glob.glob(os.path.join(self._dir.name, "**", "*.xplane.pb"), recursive=True))
-            self.trace = parse_xspace(files[-1]) if files else PipelineTrace((), {})
-        finally:
-            self._dir.cleanup()
-        return False
+def _parse_capture(session: ProfilerSession) -> PipelineTrace:
+    try:
+        return parse_xspace(session.xplane) if session.xplane else PipelineTrace((), {})
+    finally:
+        session.cleanup()
 
 
 def trace_pipeline(dataset: tf.data.Dataset, batches: int = 20, *, warmup: int = 1,
@@ -256,24 +238,12 @@ def trace_pipeline(dataset: tf.data.Dataset, batches: int = 20, *, warmup: int =
     it = iter(dataset)
     for _ in range(warmup):
         next(it)
-    with _Profiled() as prof:
+    with ProfilerSession() as session:
         for _ in range(batches):
             next(it)
             if step_s:
                 time.sleep(step_s)
-    return prof.trace
-
-
-def trace_training(cfg: RunConfig) -> Tuple[RunResult, PipelineTrace]:
-    """``tfwb.run(cfg)`` under the profiler: the result and the pipeline as it ran in training.
-
-    Profiling slows the run: read the trace, not the result's step times.
-    """
-    from .train import run
-
-    with _Profiled() as prof:
-        result = run(cfg)
-    return result, prof.trace
+    return _parse_capture(session)
 
 
 def sweep(cfg: RunConfig, setting: str, values: Iterable[Optional[int]], *, batches: int = 20,

@@ -1,10 +1,7 @@
-"""Distribution strategies from a RunConfig, and the logical CPU devices they need.
+"""Distribution strategies from a RunConfig.
 
-``mirrored`` uses every GPU, or, on a machine without one, logical CPU devices
-(``cfg.replicas``, default 2). TensorFlow allows those only before its runtime
-starts, so ``tfwb.tf.train`` calls ``ensure_cpu_replicas`` when it is imported;
-this splits the CPU into logical devices for the whole process (the default
-strategy still uses ``/CPU:0``). Set ``TFWB_CPU_REPLICAS=1`` to skip that.
+``mirrored`` uses every GPU (or ``replicas`` of them), or, on a machine without one,
+``replicas`` logical CPU devices (default 2) made by ``tfwb.tf.devices.setup_devices``.
 ``tpu`` connects with ``TPUClusterResolver(tpu="local")`` (Colab's TPU VMs).
 A knob the hardware cannot honour raises ``ValueError`` before any work.
 """
@@ -15,26 +12,9 @@ import os
 import tensorflow as tf
 
 from ..config import RunConfig
+from .devices import DEFAULT_CPU_REPLICAS, setup_devices, too_few_cpu_devices_message
 
-DEFAULT_CPU_REPLICAS = 2
 _MIRRORED: dict = {}   # one MirroredStrategy per device list, reused across runs
-
-
-def ensure_cpu_replicas(n: int | None = None) -> int:
-    """Split the CPU into ``n`` logical devices if TF's runtime has not started yet.
-
-    Returns the number of logical CPU devices now visible. Never raises: once the
-    runtime is up the split is impossible and the current count is returned.
-    """
-    n = n or int(os.environ.get("TFWB_CPU_REPLICAS", DEFAULT_CPU_REPLICAS))
-    cpus = tf.config.list_physical_devices("CPU")
-    if n > 1 and cpus and not tf.config.list_physical_devices("GPU"):
-        try:
-            tf.config.set_logical_device_configuration(
-                cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(n)])
-        except RuntimeError:
-            pass  # runtime already initialized: keep what is there
-    return len(tf.config.list_logical_devices("CPU"))
 
 
 def _tpu_strategy():
@@ -74,18 +54,17 @@ def make_strategy(cfg: RunConfig) -> tf.distribute.Strategy:
     if cfg.strategy == "tpu":
         return _tpu_strategy()
     if cfg.strategy == "mirrored":
-        gpus = tf.config.list_logical_devices("GPU")
-        if gpus:
-            names = [d.name for d in gpus][: cfg.replicas or len(gpus)]
-            return _mirrored(names)
-        cpus = [d.name for d in tf.config.list_logical_devices("CPU")]
+        if tf.config.list_physical_devices("GPU"):      # does not start the runtime
+            gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
+            if cfg.replicas and cfg.replicas > len(gpus):
+                raise ValueError(f"replicas={cfg.replicas} is not allowed here; this machine has "
+                                 f"{len(gpus)} GPU(s): use replicas <= {len(gpus)} or None (all)")
+            return _mirrored(gpus[: cfg.replicas or len(gpus)])
         want = cfg.replicas or DEFAULT_CPU_REPLICAS
+        setup_devices(max(want, DEFAULT_CPU_REPLICAS))   # no-op once the runtime has started
+        cpus = [d.name for d in tf.config.list_logical_devices("CPU")]
         if len(cpus) < want:
-            raise ValueError(
-                f"strategy='mirrored' with replicas={want} needs {want} logical CPU devices, "
-                f"but this process has {len(cpus)}: TensorFlow started before tfwb could split "
-                "the CPU. Restart the kernel and import tfwb.tf.train before other TF work "
-                f"(or set TFWB_CPU_REPLICAS={want}), or use replicas={len(cpus)}")
+            raise ValueError(too_few_cpu_devices_message(want, len(cpus)))
         return _mirrored(cpus[:want])
     # multi_worker
     if "TF_CONFIG" not in os.environ:

@@ -10,129 +10,46 @@ so ``step_times_s`` is ``t2 - t0`` (the wait for data included), ``input_wait_s`
 is ``t1 - t0``, and device work is finished when the clock stops. Warm-up steps
 (tracing, XLA compilation, autotuning) are timed the same way and kept apart.
 
+What happens around the steps is pluggable (``tfwb.observers``): the utilization
+sampler, progress, and whatever the caller passes in ``observers`` (a target-loss
+stop, a profiler window, TensorBoard scalars, a Stop button). This module only
+orchestrates; the optimizer (``optimizers``), the step function (``step``), the
+fingerprint (``fingerprint``) and the devices (``devices``) live in their own modules.
+
 Global state: a run sets the Keras dtype policy and restores the previous one;
 it seeds Python, NumPy and TF with ``cfg.seed`` (``keras.utils.set_random_seed``),
-which stays set; importing this module splits the CPU into logical devices when
-there is no GPU (see ``strategies``).
+which stays set; before it touches TF's runtime it calls ``setup_devices()``, which
+splits the CPU into logical devices when there is no GPU and the runtime has not
+started yet (see ``tfwb.tf.devices``). Importing this module changes nothing.
 """
 from __future__ import annotations
 
 import contextlib
 import datetime
-import platform
 import re
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, List, Optional
+from typing import Callable, Iterator, List, Optional, Sequence
 
 import keras
 import tensorflow as tf
 
 from ..config import RunConfig
 from ..monitor import Sampler, default_probes
+from ..observers import Dispatch, Observer, Progress as ProgressObserver, RunState, StepLog
 from ..records import RunResult
 from ..workloads import get_workload
 from .data import build_dataset
-from .strategies import ensure_cpu_replicas, make_strategy
+from .devices import device_sync, setup_devices
+from .fingerprint import fingerprint
+from .optimizers import make_optimizer
+from .step import make_step, per_example_loss
+from .strategies import make_strategy
 
-ensure_cpu_replicas()
+__all__ = ["run", "prepared", "timed_steps", "Prepared", "StepLog", "make_optimizer", "fingerprint"]
 
 Progress = Callable[[int, int], None]
-
-
-def make_optimizer(cfg: RunConfig) -> keras.optimizers.Optimizer:
-    """The optimizer ``cfg`` names, with its clipping, wrapped for loss scaling under float16."""
-    clip = {}
-    if cfg.clip_spec:
-        kind, value = cfg.clip_spec
-        clip = {"norm": {"clipnorm": value}, "global_norm": {"global_clipnorm": value},
-                "value": {"clipvalue": value}}[kind]
-    lr = cfg.learning_rate
-    opt = {
-        "sgd": lambda: keras.optimizers.SGD(lr, **clip),
-        "momentum": lambda: keras.optimizers.SGD(lr, momentum=0.9, **clip),
-        "adam": lambda: keras.optimizers.Adam(lr, **clip),
-        "adamw": lambda: keras.optimizers.AdamW(lr, **clip),
-        "rmsprop": lambda: keras.optimizers.RMSprop(lr, **clip),
-        "nadam": lambda: keras.optimizers.Nadam(lr, **clip),
-    }[cfg.optimizer]()
-    if cfg.mixed_precision == "mixed_float16":
-        # Keras 3: scale_loss() + apply_gradients (which unscales and skips
-        # non-finite steps); get_scaled_loss is Keras 2 API and is gone.
-        opt = keras.mixed_precision.LossScaleOptimizer(opt)
-    return opt
-
-
-def _per_example_loss(loss):
-    if loss is None:
-        return keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
-    if isinstance(loss, keras.losses.Loss):
-        return loss.call  # unreduced per-example values
-    return loss
-
-
-def _make_step(cfg: RunConfig, strategy, model, optimizer, loss_fn, global_batch: int):
-    scaled = isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer)
-    replicas = strategy.num_replicas_in_sync
-
-    def replica_step(x, y):
-        with tf.GradientTape() as tape:
-            logits = model(x, training=True)
-            per_example = tf.cast(loss_fn(y, logits), tf.float32)
-            if per_example.shape.rank == 0:          # a loss that already averages
-                loss = per_example / replicas
-            else:
-                loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
-            if model.losses:
-                loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
-            to_differentiate = optimizer.scale_loss(loss) if scaled else loss
-        grads = tape.gradient(to_differentiate, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
-
-    def one_step(x, y):
-        per_replica = strategy.run(replica_step, args=(x, y))
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
-
-    if cfg.steps_per_execution == 1:
-        return tf.function(one_step, jit_compile=cfg.jit_compile or None), False
-
-    def many_steps(iterator):
-        loss = tf.constant(0.0)
-        for _ in tf.range(cfg.steps_per_execution):
-            x, y = next(iterator)
-            loss = one_step(x, y)
-        return loss
-
-    return tf.function(many_steps, jit_compile=cfg.jit_compile or None), True
-
-
-def fingerprint(cfg: RunConfig, strategy=None) -> dict:
-    """Versions, devices and machine a run used."""
-    from .. import hardware
-
-    gpus = []
-    for d in tf.config.list_physical_devices("GPU"):
-        details = tf.config.experimental.get_device_details(d)
-        cc = details.get("compute_capability")
-        gpus.append({"name": details.get("device_name", d.name),
-                     "compute_capability": list(cc) if cc else None})
-    hw = hardware.detect()
-    return {
-        "tensorflow": tf.__version__, "keras": keras.__version__,
-        "python": platform.python_version(), "platform": platform.platform(),
-        "cpu_model": hw.get("cpu_model"), "cpu_count": hw.get("cpu_count"),
-        "environment": hw.get("environment"), "gpus": gpus,
-        "logical_devices": [d.name for d in tf.config.list_logical_devices()],
-        "replicas": strategy.num_replicas_in_sync if strategy is not None else None,
-        "size": cfg.resolved_size,              # "auto" resolved: small under TFWB_FAST=1
-        "config": cfg.to_dict(),
-    }
-
-
-def _sync() -> None:
-    tf.test.experimental.sync_devices()
 
 
 @dataclass
@@ -162,24 +79,31 @@ class Prepared:
         return self.step(x, y)
 
 
-@dataclass
-class StepLog:
-    """What ``timed_steps`` appends to, step by step (kept when a step fails)."""
-
-    times_s: List[float] = field(default_factory=list)
-    waits_s: List[float] = field(default_factory=list)
-    starts_s: List[float] = field(default_factory=list)
-    losses: List[float] = field(default_factory=list)
-
-
 def timed_steps(p: Prepared, n: int, clock: Callable[[], float], log: StepLog,
-                progress: Optional[Progress] = None) -> StepLog:
-    """Run ``n`` steps of ``p``, timing each: fetch, step, read the loss, sync devices.
+                progress: Optional[Progress] = None, *, state: Optional[RunState] = None,
+                dispatch: Optional[Dispatch] = None, first: int = 0) -> StepLog:
+    """Run ``n`` calls of ``p``'s step, timing each: fetch, step, read the loss, sync devices.
 
     This is all the instrumentation a step gets; ``benchmarks/overhead.py`` measures
-    its cost against a bare loop over the same ``Prepared``.
+    its cost against a bare loop over the same ``Prepared``. Observers' step hooks run
+    outside the timed region; a stop they request ends the loop after the step.
+
+    Args:
+        p: the built setup.
+        n: calls to run.
+        clock: seconds on the run's clock.
+        log: appended to, call by call.
+        progress: ``progress(done, n)`` after each call (no observers needed).
+        state, dispatch: the run's observers (``tfwb.run`` passes them).
+        first: index of the first call (observers see ``first + i``).
     """
+    sync = device_sync()
+    begin = dispatch.on_step_begin if dispatch is not None else ()
+    end = dispatch.on_step_end if dispatch is not None else ()
     for i in range(n):
+        step = first + i
+        for hook in begin:
+            hook(state, step)
         t0 = clock()
         if p.takes_iterator:
             t1 = t0
@@ -189,15 +113,19 @@ def timed_steps(p: Prepared, n: int, clock: Callable[[], float], log: StepLog,
             t1 = clock()
             loss = p.step(x, y)
         loss_value = float(loss)
-        _sync()
+        sync()
         t2 = clock()
         log.starts_s.append(t0)
         log.times_s.append(t2 - t0)
         if not p.takes_iterator:
             log.waits_s.append(t1 - t0)
         log.losses.append(loss_value)
+        for hook in end:
+            hook(state, step)
         if progress is not None:
             progress(i + 1, n)
+        if state is not None and state.stop_reason is not None:
+            break
     return log
 
 
@@ -213,6 +141,7 @@ def prepared(cfg: RunConfig, dataset: Optional[tf.data.Dataset] = None) -> Itera
     """
     previous_policy = keras.mixed_precision.global_policy()
     try:
+        setup_devices()        # before anything starts TF's runtime; a no-op afterwards
         workload = get_workload(cfg.workload)
         keras.utils.set_random_seed(cfg.seed)
         strategy = make_strategy(cfg)
@@ -232,8 +161,8 @@ def prepared(cfg: RunConfig, dataset: Optional[tf.data.Dataset] = None) -> Itera
             # Create slot variables now, under the scope: created lazily inside
             # strategy.run they break MirroredStrategy.
             optimizer.build(model.trainable_variables)
-        loss_fn = _per_example_loss(workload.loss)
-        step, takes_iterator = _make_step(cfg, strategy, model, optimizer, loss_fn, cfg.batch_size)
+        loss_fn = per_example_loss(workload.loss)
+        step, takes_iterator = make_step(cfg, strategy, model, optimizer, loss_fn, cfg.batch_size)
         if strategy is not tf.distribute.get_strategy():
             dataset = strategy.experimental_distribute_dataset(dataset)
             notes.append(f"strategy={cfg.strategy!r}: the distributed dataset prefetches to each "
@@ -247,7 +176,7 @@ def prepared(cfg: RunConfig, dataset: Optional[tf.data.Dataset] = None) -> Itera
 
 
 def run(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bool = False,
-        dataset: Optional[tf.data.Dataset] = None) -> RunResult:
+        dataset: Optional[tf.data.Dataset] = None, observers: Sequence[Observer] = ()) -> RunResult:
     """Train ``cfg.workload`` for ``warmup_steps + steps`` steps and measure each one.
 
     Args:
@@ -257,12 +186,16 @@ def run(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bo
         raise_errors: re-raise a failure instead of returning a failed result.
         dataset: batches to train on instead of the pipeline ``cfg`` describes
             (the pipeline knobs are then only labels; a note says so).
+        observers: ``tfwb.observers.Observer``s called around the run and each step,
+            after the built-in utilization sampler (e.g. ``StopAtLoss(0.5)``,
+            ``tfwb.tf.profile.ProfileWindow(dir)``, ``tfwb.tf.tensorboard.Scalars(dir)``).
 
     Returns:
         A RunResult. A failure (bad knob for this hardware, out of memory, an error
         in user code) returns ``status="failed"`` with the message and the steps
-        measured so far; Ctrl-C / kernel interrupt returns ``status="interrupted"``.
-        The dtype policy is restored either way.
+        measured so far; Ctrl-C / kernel interrupt returns ``status="interrupted"``
+        with the steps it finished; an observer's stop gives ``status="ok"`` with
+        ``stop_reason`` set. The dtype policy is restored either way.
 
     Example:
         >>> result = run(RunConfig(steps=10, prefetch=True))   # doctest: +SKIP
@@ -277,39 +210,63 @@ def run(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bo
         return time.perf_counter() - t_origin
 
     log = StepLog()
-    notes: List[str] = []
-    state = {"status": "ok", "error": None, "setup_s": 0.0, "fp": {}, "examples": 0}
-    sampler = Sampler(interval_s=cfg.sample_interval_s, probes=default_probes(), clock=clock)
     total = cfg.warmup_steps + cfg.steps
+    state = RunState(config=cfg, log=log, clock=clock, total_steps=total, warmup_steps=cfg.warmup_steps)
+    sampler = Sampler(interval_s=cfg.sample_interval_s, probes=default_probes(), clock=clock)
+    extra = [ProgressObserver(progress)] if progress is not None else []
+    dispatch = Dispatch([sampler, *extra, *observers])
+    facts = {"error": None, "setup_s": 0.0, "fp": {}, "examples": 0}
+    started = False
     try:
-        sampler.start()
-        state["fp"] = fingerprint(cfg)       # so a run that fails in setup still says where it ran
+        setup_devices()                       # before anything starts TF's runtime (see devices.py)
+        sampler.start()                       # from the start: setup shows on the utilization chart
+        facts["fp"] = fingerprint(cfg)        # so a run that fails in setup still says where it ran
         with prepared(cfg, dataset) as p:
-            notes.extend(p.notes)
-            state["fp"] = fingerprint(cfg, p.strategy)
-            state["examples"] = cfg.batch_size * cfg.steps_per_execution
-            state["setup_s"] = clock()
-            timed_steps(p, total, clock, log, progress)
+            state.notes.extend(p.notes)
+            facts["fp"] = fingerprint(cfg, p.strategy)
+            facts["examples"] = cfg.batch_size * cfg.steps_per_execution
+            facts["setup_s"] = clock()
+            started = True
+            dispatch.call("on_run_start", state)
+            timed_steps(p, cfg.warmup_steps, clock, log, state=state, dispatch=dispatch)
+            dispatch.call("on_warmup_end", state)
+            if state.stop_reason is None:
+                timed_steps(p, cfg.steps, clock, log, state=state, dispatch=dispatch, first=len(log.times_s))
+        state.status = "ok"
     except KeyboardInterrupt:
-        state["status"], state["error"] = "interrupted", "interrupted by the user"
+        state.status, facts["error"] = "interrupted", "interrupted by the user"
     except Exception as e:  # noqa: BLE001 - every failure becomes a failed result
+        state.status, facts["error"] = "failed", _describe(e, cfg)
         if raise_errors:
-            sampler.stop()
+            _end(dispatch, state, sampler, started)
             raise
-        state["status"], state["error"] = "failed", _describe(e, cfg)
-    finally:
-        sampler.stop()
+    _end(dispatch, state, sampler, started)
     times, waits, starts, losses = log.times_s, log.waits_s, log.starts_s, log.losses
     w = min(cfg.warmup_steps, len(times))
     return RunResult(
-        config=cfg, status=state["status"], error=state["error"],
+        config=cfg, status=state.status, error=facts["error"],
         warmup_times_s=times[:w], warmup_input_wait_s=waits[:w], warmup_start_s=starts[:w],
         warmup_losses=losses[:w],
         step_times_s=times[w:], input_wait_s=waits[w:], step_start_s=starts[w:], losses=losses[w:],
-        samples=sampler.samples, examples_per_step=state["examples"], setup_s=state["setup_s"],
-        fingerprint=state["fp"], started_at=started_at, run_id=uuid.uuid4().hex[:12],
-        notes=tuple(notes) + tuple(f"sampler: {e}" for e in sampler.errors[:3]),
+        samples=state.samples, examples_per_step=facts["examples"], setup_s=facts["setup_s"],
+        fingerprint=facts["fp"], started_at=started_at, run_id=uuid.uuid4().hex[:12],
+        notes=tuple(state.notes), stop_reason=state.stop_reason, extras=state.extras,
     )
+
+
+def _end(dispatch: Dispatch, state: RunState, sampler: Sampler, started: bool) -> None:
+    """Call ``on_run_end`` (the sampler's always; the others' when ``on_run_start`` ran).
+
+    An observer that fails here adds a note instead of hiding the run's own result.
+    """
+    for hook in dispatch.on_run_end:
+        if not started and getattr(hook, "__self__", None) is not sampler:
+            continue
+        try:
+            hook(state)
+        except Exception as e:  # noqa: BLE001
+            state.notes.append(f"observer {type(getattr(hook, '__self__', hook)).__name__} failed at "
+                               f"the end of the run: {type(e).__name__}: {e}")
 
 
 _TF_NOISE = re.compile(r"^(Graph execution error:|Detected at node|\s*File |\s*\[\[|\s*$|\d+ root error|"

@@ -1,0 +1,197 @@
+"""Observers: what happens around a run's steps, plugged in like Keras callbacks.
+
+``tfwb.run(cfg, observers=[...])`` calls each observer's hooks, in order:
+
+- ``on_run_start(run)``: setup is done, the first step is next;
+- ``on_step_begin(run, step)`` / ``on_step_end(run, step)``: around every step, warm-up
+  included (``step`` counts from 0; ``run.log`` already holds step ``step``'s figures
+  in ``on_step_end``);
+- ``on_warmup_end(run)``: after the last warm-up step (also when there is none);
+- ``on_run_end(run)``: always, also after a failure or an interrupt.
+
+``run`` is a ``RunState``: the config, the step log so far, the clock, and
+``request_stop(reason)``, which ends the run after the current step (recorded as
+``stop_reason`` on the result, status ``ok``). Observers must be cheap per step:
+the runner calls only the hooks an observer overrides, and an observer that needs
+per-step work should append to lists and do the rest in ``on_run_end``.
+
+Built in here (pure): ``Progress`` (a callback with steps done and total),
+``StopAtLoss`` (stop when the loss reaches a target), ``StopFlag`` (stop when
+another thread sets it: the Workbench's Stop button). The utilization ``Sampler``
+(``tfwb.monitor``) is an observer too; ``tfwb.tf.profile.ProfileWindow`` captures a
+profiler trace for a window of steps and ``tfwb.tf.tensorboard.Scalars`` writes
+TensorBoard event files.
+"""
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, List, Optional, Sequence
+
+HOOKS = ("on_run_start", "on_step_begin", "on_step_end", "on_warmup_end", "on_run_end")
+
+
+class Observer:
+    """Base class: every hook does nothing. Override the ones you need.
+
+    Example:
+        >>> class CountSteps(Observer):
+        ...     def __init__(self): self.n = 0
+        ...     def on_step_end(self, run, step): self.n += 1
+    """
+
+    def on_run_start(self, run: "RunState") -> None:
+        """Setup is done; the first (warm-up) step is next."""
+
+    def on_step_begin(self, run: "RunState", step: int) -> None:
+        """Step ``step`` (0-based, warm-up included) is about to run."""
+
+    def on_step_end(self, run: "RunState", step: int) -> None:
+        """Step ``step`` finished; its time, wait and loss are the last entries of ``run.log``."""
+
+    def on_warmup_end(self, run: "RunState") -> None:
+        """The warm-up steps are done; measured steps follow."""
+
+    def on_run_end(self, run: "RunState") -> None:
+        """The run ended (finished, stopped, failed or interrupted): release what you hold."""
+
+
+@dataclass
+class StepLog:
+    """What the runner records, step by step (kept when a step fails)."""
+
+    times_s: List[float] = field(default_factory=list)
+    waits_s: List[float] = field(default_factory=list)
+    starts_s: List[float] = field(default_factory=list)
+    losses: List[float] = field(default_factory=list)
+
+
+@dataclass
+class RunState:
+    """What observers see of a run in progress.
+
+    Attributes:
+        config: the RunConfig.
+        log: the StepLog so far.
+        clock: seconds since the run's origin (the clock step starts are on).
+        total_steps: warm-up plus measured steps, in training steps.
+        warmup_steps: the warm-up part of ``total_steps``.
+        steps_per_call: training steps one call runs (``steps_per_execution``).
+        stop_reason: set by ``request_stop``; ``None`` while the run goes on.
+        status: ``"running"``, then ``"ok"``, ``"failed"`` or ``"interrupted"`` in ``on_run_end``.
+        notes: lines observers add to the result's notes.
+        extras: JSON-ready facts an observer hands to the result (``RunResult.extras``).
+        samples: the utilization samples, set by the sampler when it stops (it is the
+            first observer, so later observers' ``on_run_end`` can read them).
+    """
+
+    config: Any
+    log: StepLog
+    clock: Callable[[], float]
+    total_steps: int
+    warmup_steps: int
+    steps_per_call: int = 1
+    stop_reason: Optional[str] = None
+    status: str = "running"
+    notes: List[str] = field(default_factory=list)
+    extras: dict = field(default_factory=dict)
+    samples: tuple = ()
+
+    def request_stop(self, reason: str) -> None:
+        """End the run after the current step; the result records ``reason``."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+
+    @property
+    def steps_done(self) -> int:
+        """Training steps finished so far (warm-up included)."""
+        return len(self.log.times_s) * self.steps_per_call
+
+
+class Dispatch:
+    """Calls each hook on the observers that override it (others cost nothing per step)."""
+
+    def __init__(self, observers: Sequence[Any]) -> None:
+        self.observers = tuple(observers)
+        for hook in HOOKS:
+            setattr(self, hook, tuple(getattr(o, hook) for o in self.observers if _overrides(o, hook)))
+
+    def call(self, hook: str, *args: Any) -> None:
+        for fn in getattr(self, hook):
+            fn(*args)
+
+
+def _overrides(obj: Any, hook: str) -> bool:
+    """True when ``obj`` has a ``hook`` that is not the base class's no-op."""
+    fn = getattr(type(obj), hook, None)
+    return fn is not None and fn is not getattr(Observer, hook, None)
+
+
+class Progress(Observer):
+    """Calls ``callback(steps_done, steps_total)`` after every call of the step function.
+
+    Args:
+        callback: receives training steps done (warm-up included) and the total.
+    """
+
+    def __init__(self, callback: Callable[[int, int], None]) -> None:
+        self.callback = callback
+
+    def on_step_end(self, run: RunState, step: int) -> None:
+        self.callback(min((step + 1) * run.steps_per_call, run.total_steps), run.total_steps)
+
+
+class StopAtLoss(Observer):
+    """Stop the run once a measured step's loss is at or below ``target``.
+
+    Warm-up steps never stop a run. The result's ``stop_reason`` says at which step
+    and time the target was reached (``extras["target_reached"]`` holds
+    ``{"step", "time_s", "loss"}``, step counted from the first measured step, 1-based).
+
+    Args:
+        target: the loss to reach (finite).
+
+    Raises:
+        ValueError: for a target that is not a finite number.
+    """
+
+    def __init__(self, target: float) -> None:
+        if isinstance(target, bool) or not isinstance(target, (int, float)) or not math.isfinite(target):
+            raise ValueError(f"target={target!r} is not allowed; target must be a finite number")
+        self.target = float(target)
+
+    def on_step_end(self, run: RunState, step: int) -> None:
+        calls_in_warmup = -(-run.warmup_steps // run.steps_per_call)
+        if step < calls_in_warmup:
+            return
+        loss = run.log.losses[-1]
+        if loss <= self.target:
+            measured = (step + 1 - calls_in_warmup) * run.steps_per_call
+            first = run.log.starts_s[calls_in_warmup]
+            elapsed = run.log.starts_s[-1] + run.log.times_s[-1] - first
+            run.extras["target_reached"] = {"step": measured, "time_s": elapsed, "loss": loss}
+            run.request_stop(f"loss {loss:.4g} reached the target {self.target:g} at measured step "
+                             f"{measured} ({elapsed:.2f} s of measured training)")
+
+
+class StopFlag(Observer):
+    """Stop the run when ``set()`` is called, from any thread (a Stop button, a signal handler)."""
+
+    def __init__(self, reason: str = "stopped by the user") -> None:
+        self.reason = reason
+        self._event = threading.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def clear(self) -> None:
+        self._event.clear()
+
+    @property
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def on_step_end(self, run: RunState, step: int) -> None:
+        if self._event.is_set():
+            run.request_stop(self.reason)

@@ -1,0 +1,62 @@
+"""The train step: forward, loss averaged over the global batch, gradients, update.
+
+``make_step`` returns a ``tf.function`` that runs one step under the strategy
+(``steps_per_execution`` steps when it takes the iterator), with ``jit_compile``
+as the config says. The loss is averaged with ``tf.nn.compute_average_loss`` over
+the global batch, so every replica count trains the same model.
+"""
+from __future__ import annotations
+
+from typing import Callable, Tuple
+
+import keras
+import tensorflow as tf
+
+from ..config import RunConfig
+
+
+def per_example_loss(loss) -> Callable:
+    """An unreduced ``loss(y_true, y_pred)`` from a workload's loss (``None``: sparse CE on logits)."""
+    if loss is None:
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+    if isinstance(loss, keras.losses.Loss):
+        return loss.call  # unreduced per-example values
+    return loss
+
+
+def make_step(cfg: RunConfig, strategy, model, optimizer, loss_fn, global_batch: int
+              ) -> Tuple[Callable, bool]:
+    """The compiled step and whether it takes the iterator (``steps_per_execution > 1``)."""
+    scaled = isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer)
+    replicas = strategy.num_replicas_in_sync
+
+    def replica_step(x, y):
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            per_example = tf.cast(loss_fn(y, logits), tf.float32)
+            if per_example.shape.rank == 0:          # a loss that already averages
+                loss = per_example / replicas
+            else:
+                loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+            if model.losses:
+                loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
+            to_differentiate = optimizer.scale_loss(loss) if scaled else loss
+        grads = tape.gradient(to_differentiate, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    def one_step(x, y):
+        per_replica = strategy.run(replica_step, args=(x, y))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+    if cfg.steps_per_execution == 1:
+        return tf.function(one_step, jit_compile=cfg.jit_compile or None), False
+
+    def many_steps(iterator):
+        loss = tf.constant(0.0)
+        for _ in tf.range(cfg.steps_per_execution):
+            x, y = next(iterator)
+            loss = one_step(x, y)
+        return loss
+
+    return tf.function(many_steps, jit_compile=cfg.jit_compile or None), True
