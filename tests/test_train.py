@@ -398,6 +398,22 @@ def test_make_optimizer_wraps_for_loss_scaling_only_under_float16():
                           keras.mixed_precision.LossScaleOptimizer)
 
 
+def test_weight_decay_is_decoupled_for_adamw_and_an_l2_penalty_for_the_others():
+    assert train.make_optimizer(tiny(optimizer="adamw", weight_decay=0.05)).weight_decay == 0.05
+    assert train.make_optimizer(tiny(optimizer="adamw")).weight_decay == 0.004   # Keras' own default
+    assert not train.make_optimizer(tiny(optimizer="sgd", weight_decay=0.05)).weight_decay
+
+    def kernel_norm(cfg):
+        with train.prepared(cfg) as p:
+            for _ in range(5):
+                p.advance()
+            return sum(float(tf.reduce_sum(v * v)) for v in p.model.trainable_variables if len(v.shape) >= 2)
+
+    plain = kernel_norm(tiny(optimizer="sgd", learning_rate=0.1))
+    decayed = kernel_norm(tiny(optimizer="sgd", learning_rate=0.1, weight_decay=0.5))
+    assert decayed < plain * 0.9, (plain, decayed)
+
+
 def test_steps_per_execution_records_no_input_wait():
     r = train.run(tiny(steps=3, warmup_steps=1, steps_per_execution=2))
     assert r.status == "ok", r.error

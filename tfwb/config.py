@@ -126,6 +126,11 @@ class RunConfig:
     learning_rate: float = knob(1e-3, "float", "the optimizer's learning rate", group="optimizer",
                                 minimum=0.0, exclusive_minimum=True, maximum=10.0, log_scale=True,
                                 chapter=4)
+    weight_decay: Optional[float] = knob(
+        None, "float", "weight decay: decoupled (AdamW) for adamw, an L2 penalty on the kernels in the "
+        "loss for the others", group="optimizer", minimum=0.0, maximum=1.0, optional=True,
+        none_means="the optimizer's own default: 0.004 for adamw, none for the others",
+        offered=(None, 0.0, 1e-4, 1e-3, 1e-2), chapter=4)
     strategy: str = knob("default", "choice", "distribution strategy", group="distribution",
                          choices=STRATEGIES, chapter=5)
     replicas: Optional[int] = knob(None, "int", "replicas for mirrored (GPUs to use, or logical CPU "

@@ -24,11 +24,20 @@ def per_example_loss(loss) -> Callable:
     return loss
 
 
+def l2_penalty(cfg: RunConfig, model) -> float:
+    """The L2 coefficient for ``cfg``: ``weight_decay`` for every optimizer but adamw (decoupled there)."""
+    if cfg.optimizer == "adamw" or not cfg.weight_decay:
+        return 0.0
+    return float(cfg.weight_decay)
+
+
 def make_step(cfg: RunConfig, strategy, model, optimizer, loss_fn, global_batch: int
               ) -> Tuple[Callable, bool]:
     """The compiled step and whether it takes the iterator (``steps_per_execution > 1``)."""
     scaled = isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer)
     replicas = strategy.num_replicas_in_sync
+    l2 = l2_penalty(cfg, model)
+    kernels = [v for v in model.trainable_variables if len(v.shape) >= 2]
 
     def replica_step(x, y):
         with tf.GradientTape() as tape:
@@ -40,6 +49,10 @@ def make_step(cfg: RunConfig, strategy, model, optimizer, loss_fn, global_batch:
                 loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
             if model.losses:
                 loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
+            if l2:   # 0.5 * wd * sum(w^2) over the kernels: its gradient is wd * w
+                penalty = 0.5 * l2 * tf.add_n([tf.reduce_sum(tf.square(tf.cast(v, tf.float32)))
+                                               for v in kernels])
+                loss += tf.nn.scale_regularization_loss(penalty)
             to_differentiate = optimizer.scale_loss(loss) if scaled else loss
         grads = tape.gradient(to_differentiate, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
