@@ -10,7 +10,7 @@ from typing import Any
 
 from . import observers
 from .config import RunConfig
-from .diagnose import diagnose  # binds the function over the submodule's name, once
+from .diagnosis import diagnose  # the function; its module is tfwb.diagnosis
 from .expect import check
 from .records import RunResult, Sample, load_results
 from .stats import compare

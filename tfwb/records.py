@@ -208,7 +208,7 @@ class RunResult:
 
     def summary(self) -> str:
         """One line: median step time, IQR, throughput, input share, verdict."""
-        from .diagnose import diagnose
+        from .diagnosis import diagnose
 
         name = self.config.label or self.config.workload
         if not self.ok:

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import stats
 from .config import RunConfig
-from .diagnose import diagnose
+from .diagnosis import diagnose
 from .records import RunResult
 
 #: ``(row key, header)`` for every table column, in order. ``diagnosis`` shows the

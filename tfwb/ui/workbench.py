@@ -2,7 +2,7 @@
 
 Owns the widgets and their wiring only. The numbers come from the runner (``tfwb.run``
 by default, imported at the first run), the table from ``tfwb.report``, the charts
-from ``tfwb.ui.charts``, the expectations from ``tfwb.diagnose``. Charts are
+from ``tfwb.ui.charts``, the expectations from ``tfwb.diagnosis``. Charts are
 ``ipywidgets.Image`` widgets whose PNG value is replaced in place, so the Workbench
 redraws the same way in JupyterLab, Notebook 7, VS Code, Colab and under nbval. It
 uses only widget APIs present in both ipywidgets 7.7 and 8, never ``clear_output``
@@ -22,7 +22,7 @@ import ipywidgets as W
 
 from .. import report
 from ..config import DATA_SOURCES, MIXED_PRECISION, OPTIMIZERS, STRATEGIES, RunConfig, field_names
-from ..diagnose import expectations
+from ..diagnosis import expectations
 from ..records import RunResult, append_result, load_results
 
 #: Fields with an on/off toggle, and the text on each toggle.

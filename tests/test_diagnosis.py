@@ -1,10 +1,10 @@
-"""Tests of tfwb.diagnose: input-bound thresholds, suggestions, and hardware expectations."""
+"""Tests of tfwb.diagnosis (the module behind the tfwb.diagnose function): input-bound thresholds, suggestions, and hardware expectations."""
 from __future__ import annotations
 
 import pytest
 
 from tfwb.config import RunConfig
-from tfwb.diagnose import (FAILED, INPUT_HIGH, INPUT_MODERATE, NO_DATA, NO_INPUT_DATA, NOT_INPUT,
+from tfwb.diagnosis import (FAILED, INPUT_HIGH, INPUT_MODERATE, NO_DATA, NO_INPUT_DATA, NOT_INPUT,
                            diagnose, expectations, input_verdict)
 from tfwb.records import RunResult
 
@@ -169,3 +169,11 @@ def test_mirrored_and_xla_expectations():
 def test_defaults_have_no_expectations():
     assert expectations(RunConfig(), NO_GPU) == ()
     assert expectations(RunConfig(), {}) == ()
+
+
+def test_the_diagnose_function_does_not_hide_its_module():
+    import tfwb
+    import tfwb.diagnosis
+
+    assert callable(tfwb.diagnose) and tfwb.diagnose is tfwb.diagnosis.diagnose
+    assert callable(tfwb.diagnosis.expectations)
