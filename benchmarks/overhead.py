@@ -4,9 +4,9 @@ Both loops drive one ``Prepared`` setup (same model, optimizer, compiled step an
 in-memory data, so input is not a factor):
 
 - bare: ``for _ in range(n): loss = p.advance()``, then one ``float(loss)``;
-- instrumented: ``tfwb.tf.train.timed_steps`` (two clock reads, a loss read and a
-  device sync per step, list appends) with the background ``Sampler`` running, as
-  ``tfwb.run`` does.
+- instrumented: ``tfwb.tf.train.timed_steps`` (two clock reads, a loss read, a device
+  sync where there is a GPU or TPU, list appends) with the run's default observers
+  (the background ``Sampler`` and a ``Progress`` callback), as ``tfwb.run`` does.
 
 Rounds alternate bare / instrumented (ABAB...) so drift hits both alike. The
 figure is the median over rounds of (instrumented - bare) / bare wall time, and
@@ -28,7 +28,8 @@ import time
 import tfwb.tf  # noqa: F401  (quiet TF import)
 from tfwb import RunConfig, hardware, stats
 from tfwb.monitor import Sampler, default_probes
-from tfwb.tf.train import StepLog, prepared, timed_steps
+from tfwb.observers import Dispatch, Progress, RunState, StepLog
+from tfwb.tf.train import prepared, timed_steps
 
 
 def bare(p, n: int) -> float:
@@ -44,10 +45,16 @@ def instrumented(p, n: int, interval_s: float) -> tuple:
     origin = time.perf_counter()
     clock = lambda: time.perf_counter() - origin  # noqa: E731
     log = StepLog()
-    with Sampler(interval_s=interval_s, probes=default_probes(), clock=clock):
+    sampler = Sampler(interval_s=interval_s, probes=default_probes(), clock=clock)
+    state = RunState(config=getattr(p, "cfg", None), log=log, clock=clock, total_steps=n, warmup_steps=0)
+    dispatch = Dispatch([sampler, Progress(lambda done, total: None)])
+    sampler.start()
+    try:
         t0 = time.perf_counter()
-        timed_steps(p, n, clock, log, progress=lambda done, total: None)
+        timed_steps(p, n, clock, log, state=state, dispatch=dispatch)
         wall = time.perf_counter() - t0
+    finally:
+        dispatch.call("on_run_end", state)
     return wall, log.times_s
 
 
@@ -55,8 +62,8 @@ def null_step_cost_s(n: int = 3000, rounds: int = 7) -> float:
     """Instrumentation cost per step, measured on a step that does almost nothing.
 
     With the real step's own noise removed, the difference between the two loops is
-    the instrumentation alone: clock reads, the loss read, the device sync, appends,
-    the progress call, and the sampler thread's share of the CPU.
+    the instrumentation alone: clock reads, the loss read, the device sync (GPU/TPU
+    only), appends, the observers' hooks, and the sampler thread's share of the CPU.
     """
     import types
 

@@ -22,7 +22,7 @@ def pytest_sessionstart(session):
     Skipped where TensorFlow is not installed (the pure tests run without it).
     """
     try:
-        import tensorflow  # noqa: F401
+        import tfwb.tf  # noqa: F401  (TensorFlow, imported without its start-up log lines)
     except ImportError:
         return
     import tfwb

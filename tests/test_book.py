@@ -103,6 +103,39 @@ def test_stored_outputs_have_no_errors(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS)
+def test_chapters_are_committed_without_outputs_except_the_checked_cells(path):
+    nb = load(path)
+    kept = [i for i, c in enumerate(nb["cells"]) if c.get("outputs") and not book.is_checked(c)]
+    assert not kept, (f"{path}: cells {kept} keep outputs nbval does not check (the reader should see their "
+                      "own numbers): run `python -m tfwb.book strip` on it")
+    assert nb == book.strip_outputs(nb), f"{path}: not in committed form; run `python -m tfwb.book strip`"
+    checked = [c for c in nb["cells"] if book.is_checked(c)]
+    assert all(c.get("outputs") and c.get("execution_count") for c in checked), (
+        f"{path}: a checked cell has no stored output to compare against")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS)
+def test_stored_outputs_have_no_tensorflow_log_lines(path):
+    lines = [f"cell {i}: {line[:80]}" for i, c in enumerate(load(path)["cells"]) for o in c.get("outputs", [])
+             for line in text(o.get("text", "") or json.dumps(o.get("data", {}))).splitlines()
+             if re.match(r"^[EWI]\d{4} ", line) or "oneDNN" in line]
+    assert not lines, f"{path}: TensorFlow's C++ log lines in stored outputs: {lines}"
+
+
+def test_strip_outputs_keeps_only_checked_cells():
+    nb = {"metadata": {"widgets": {"state": {}}}, "cells": [
+        {"cell_type": "code", "source": "# NBVAL_CHECK_OUTPUT\nprint(1)", "outputs": [{"text": "1"}],
+         "execution_count": 3, "metadata": {}},
+        {"cell_type": "code", "source": ["x = 1\n", "print(x)"], "outputs": [{"text": "1"}],
+         "execution_count": 4, "metadata": {}},
+        {"cell_type": "markdown", "source": "hi", "metadata": {}}]}
+    out = book.strip_outputs(nb)
+    assert out["cells"][0]["outputs"] and out["cells"][0]["execution_count"] == 3
+    assert out["cells"][1]["outputs"] == [] and out["cells"][1]["execution_count"] is None
+    assert "widgets" not in out["metadata"] and nb["cells"][1]["outputs"]     # the input is not changed
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS)
 def test_kernelspec_is_python3(path):
     assert load(path)["metadata"].get("kernelspec", {}).get("name") == "python3"
 

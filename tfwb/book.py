@@ -2,16 +2,29 @@
 
 The repository slug lives here and nowhere else: the Colab badge, the Binder
 badge and the Colab install cell of every notebook are built from it, and a test
-checks that each notebook's header matches ``header_cells``. Pure.
+checks that each notebook's header matches ``header_cells``.
+
+Chapters are committed without outputs, except the cells nbval compares (marked
+``# NBVAL_CHECK_OUTPUT``): a reader sees their own numbers, never the author's. After
+editing a chapter, regenerate and strip it (a test checks the stripped form)::
+
+    TFWB_FAST=1 .venv/bin/jupyter nbconvert --to notebook --execute --inplace notebooks/NN_x.ipynb
+    .venv/bin/python -m tfwb.book strip notebooks/NN_x.ipynb
+
+Pure (JSON in, JSON out).
 """
 from __future__ import annotations
 
+import copy
+import json
+import sys
 from dataclasses import dataclass
 from typing import List, Tuple
 
 REPO_SLUG = "tfwb-dev/tfwb"
 BRANCH = "main"
 INSTALL_MARKER = "# tfwb: install on Colab only"
+CHECK_MARKER = "NBVAL_CHECK_OUTPUT"
 
 
 @dataclass(frozen=True)
@@ -26,9 +39,9 @@ CHAPTERS: Tuple[Chapter, ...] = (
     Chapter("01", "notebooks/01_input_pipeline.ipynb", "The input pipeline"),
     Chapter("02", "notebooks/02_graphs.ipynb", "Graphs: tf.function, retracing, XLA"),
     Chapter("03", "notebooks/03_mixed_precision.ipynb", "Mixed precision"),
-    Chapter("04", "notebooks/04_optimizers.ipynb", "Optimizers and gradient clipping"),
-    Chapter("05", "notebooks/05_distribution.ipynb", "Devices and distribution strategies"),
-    Chapter("06", "notebooks/06_profiling.ipynb", "Profiling and TensorBoard"),
+    Chapter("04", "notebooks/04_optimizers_and_clipping.ipynb", "Optimizers and gradient clipping"),
+    Chapter("05", "notebooks/05_devices_and_strategies.ipynb", "Devices and distribution strategies"),
+    Chapter("06", "notebooks/06_profiling_and_tensorboard.ipynb", "Profiling and TensorBoard"),
     Chapter("07", "notebooks/07_capstone.ipynb", "Capstone: every knob on one workload"),
 )
 
@@ -65,3 +78,48 @@ if IN_COLAB:
 def header_cells(path: str, slug: str = REPO_SLUG) -> List[Tuple[str, str]]:
     """``[(cell_type, source), ...]`` for the first two cells of the notebook at ``path``."""
     return [("markdown", badge_markdown(path, slug)), ("code", install_source(slug))]
+
+
+def is_checked(cell: dict) -> bool:
+    """True for a code cell whose output nbval compares (``# NBVAL_CHECK_OUTPUT``)."""
+    source = cell.get("source", "")
+    return cell.get("cell_type") == "code" and CHECK_MARKER in (
+        source if isinstance(source, str) else "".join(source))
+
+
+def strip_outputs(notebook: dict) -> dict:
+    """A copy of ``notebook`` as it is committed: outputs only in the cells nbval checks.
+
+    Every other code cell loses its outputs and execution count; the notebook loses
+    saved widget state. Checked cells keep theirs (nbval compares against them).
+    """
+    nb = copy.deepcopy(notebook)
+    nb.get("metadata", {}).pop("widgets", None)
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") != "code":
+            continue
+        cell.get("metadata", {}).pop("execution", None)
+        if not is_checked(cell):
+            cell["outputs"] = []
+            cell["execution_count"] = None
+    return nb
+
+
+def strip_file(path: str) -> bool:
+    """Strip the notebook at ``path`` in place; True when it changed."""
+    with open(path, encoding="utf-8") as fh:
+        before = json.load(fh)
+    after = strip_outputs(before)
+    if after == before:
+        return False
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(after, fh, indent=1, ensure_ascii=False)
+        fh.write("\n")
+    return True
+
+
+if __name__ == "__main__":   # python -m tfwb.book strip PATH...
+    if len(sys.argv) < 3 or sys.argv[1] != "strip":
+        sys.exit("usage: python -m tfwb.book strip NOTEBOOK...")
+    for p in sys.argv[2:]:
+        print(("stripped " if strip_file(p) else "unchanged ") + p)
