@@ -9,7 +9,6 @@ import pytest
 
 # Kernels and subprocesses the tests start inherit this environment.
 os.environ.setdefault("TFWB_FAST", "1")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("TFWB_DATA_DIR", os.path.join(os.path.dirname(__file__), "..", ".pytest_cache", "tfwb-data"))
 
