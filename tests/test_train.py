@@ -414,14 +414,61 @@ def test_weight_decay_is_decoupled_for_adamw_and_an_l2_penalty_for_the_others():
     assert decayed < plain * 0.9, (plain, decayed)
 
 
-def test_steps_per_execution_records_no_input_wait():
-    r = train.run(tiny(steps=3, warmup_steps=1, steps_per_execution=2))
+def test_steps_per_execution_counts_training_steps_and_reports_per_step_times():
+    r = train.run(tiny(steps=6, warmup_steps=2, steps_per_execution=2))
     assert r.status == "ok", r.error
-    assert len(r.step_times_s) == 3 and len(r.warmup_times_s) == 1
+    assert r.steps_per_call == 2
+    assert len(r.step_times_s) == 3 and len(r.warmup_times_s) == 1      # calls, 2 steps each
     assert r.input_wait_s == () and r.warmup_input_wait_s == ()
-    assert r.examples_per_step == 32
+    assert r.examples_per_step == 16                                    # per training step
     assert any("steps_per_execution=2" in n for n in r.notes)
     assert diagnose(r).verdict == NO_INPUT_DATA
+    call_s = [b - a for a, b in zip(r.step_start_s, r.step_start_s[1:])]
+    assert all(t < c for t, c in zip(r.step_times_s, call_s)), "a per-step time is a call's time / 2"
+
+
+def test_steps_per_execution_rounds_up_to_whole_calls_and_says_so():
+    r = train.run(tiny(steps=5, warmup_steps=1, steps_per_execution=4))
+    assert r.status == "ok", r.error
+    assert len(r.step_times_s) == 2 and len(r.warmup_times_s) == 1
+    assert any("rounded up to whole calls" in n and "5 -> 8" in n for n in r.notes), r.notes
+
+
+@pytest.mark.parametrize("changes", [{"steps_per_execution": 3}, {}])
+def test_jit_compile_works_with_steps_per_execution(changes):
+    r = train.run(tiny(jit_compile=True, steps=3, warmup_steps=3, **changes))
+    assert r.status == "ok", r.error
+    assert all(math.isfinite(v) for v in r.losses)
+
+
+def test_jit_compile_with_mirrored_cpu_devices_fails_before_any_step_saying_what_to_pick():
+    r = train.run(tiny(jit_compile=True, strategy="mirrored", steps=3, warmup_steps=1))
+    assert r.status == "failed" and not r.warmup_times_s and not r.step_times_s
+    assert "jit_compile=True with strategy='mirrored'" in r.error and "jit_compile=False" in r.error
+
+
+def test_eager_execution_runs_the_same_step_without_tracing():
+    graph = train.run(tiny(steps=3, warmup_steps=1))
+    eager = train.run(tiny(steps=3, warmup_steps=1, execution="eager"))
+    assert eager.status == "ok", eager.error
+    assert eager.traces is None and graph.traces == 1 and graph.traces_after_warmup == 0
+    np.testing.assert_allclose(eager.warmup_losses, graph.warmup_losses, rtol=1e-4)
+
+
+def test_jit_compile_with_eager_execution_is_refused_naming_both_fields():
+    with pytest.raises(ValueError, match="jit_compile=True.*execution='eager'"):
+        tiny(jit_compile=True, execution="eager")
+
+
+def test_a_new_input_shape_after_warm_up_is_counted_as_a_retrace():
+    shapes = [8, 8, 4, 8, 8]          # a partial batch after warm-up: a new shape, so a new trace
+    batches = tf.data.Dataset.from_generator(
+        lambda: ((np.zeros((n, 4), "float32"), np.zeros((n,), "int32")) for n in shapes),
+        output_signature=(tf.TensorSpec((None, 4), tf.float32), tf.TensorSpec((None,), tf.int32)))
+    r = train.run(tiny(steps=4, warmup_steps=1, batch_size=8), dataset=batches)
+    assert r.status == "ok", r.error
+    assert r.traces == 2 and r.traces_after_warmup == 1
+    assert any("traced 1 more time" in n for n in r.notes)
 
 
 # -- callbacks and user workloads --------------------------------------------------------------------------

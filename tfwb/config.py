@@ -24,6 +24,7 @@ OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "rmsprop", "nadam")
 CLIP_KINDS = ("norm", "global_norm", "value")
 DATA_SOURCES = ("files", "generator", "memory")
 SIZES = ("auto", "small", "full")
+EXECUTIONS = ("graph", "eager")
 CLIP_ALLOWED = "None or 'norm:X', 'global_norm:X', 'value:X' with X > 0"
 
 
@@ -114,8 +115,13 @@ class RunConfig:
                                chapter=1)
     mixed_precision: str = knob("off", "choice", "Keras dtype policy for the model (logits and loss "
                                 "stay float32)", group="precision", choices=MIXED_PRECISION, chapter=3)
-    jit_compile: bool = knob(False, "bool", "compile the train step with XLA", group="graph", chapter=2)
-    steps_per_execution: int = knob(1, "int", "train steps run inside one tf.function call",
+    execution: str = knob("graph", "choice", "graph: the train step is a tf.function; eager: the same step "
+                          "run op by op in Python, for comparison", group="graph", choices=EXECUTIONS,
+                          chapter=2)
+    jit_compile: bool = knob(False, "bool", "compile the train step with XLA (its compile time is part of "
+                             "warm-up)", group="graph", chapter=2)
+    steps_per_execution: int = knob(1, "int", "training steps run inside one call of the step function "
+                                    "(steps and warmup_steps round up to whole calls)",
                                     group="graph", minimum=1, unit="steps", chapter=2)
     clip: Optional[str] = knob(None, "spec", "gradient clipping: norm:X per tensor, global_norm:X over "
                                "all, value:X per element", group="optimizer", validate=parse_clip,
@@ -156,6 +162,9 @@ class RunConfig:
                 if name == "workload":
                     raise ValueError(f"{e} (add one with tfwb.register_workload)") from None
                 raise
+        if self.jit_compile and self.execution == "eager":
+            raise ValueError("jit_compile=True is not allowed with execution='eager': XLA compiles a "
+                             "tf.function; pick execution='graph' or jit_compile=False")
 
     # -- derived values -------------------------------------------------
     @property
@@ -164,6 +173,12 @@ class RunConfig:
         if self.size != "auto":
             return self.size
         return "small" if fast_mode() else "full"
+
+    @property
+    def calls(self) -> tuple:
+        """``(warm-up calls, measured calls)`` of the step function: steps rounded up to whole calls."""
+        n = self.steps_per_execution
+        return -(-self.warmup_steps // n), -(-self.steps // n)
 
     @property
     def clip_spec(self) -> Optional[tuple]:

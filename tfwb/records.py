@@ -66,7 +66,7 @@ class RunResult:
         status: ``"ok"``, ``"failed"`` or ``"interrupted"``.
         error: the error message when the run did not finish.
         step_times_s: wall time of each measured step, including its wait for input,
-            closed by a device sync.
+            closed by a device sync (one entry per call; see ``steps_per_call``).
         input_wait_s: per measured step, time blocked fetching its batch.
         warmup_times_s / warmup_input_wait_s: the same for warm-up steps.
         step_start_s: per measured step, its start on the run clock (for aligning
@@ -82,6 +82,12 @@ class RunResult:
             clicked); ``None`` when it ran every step. The status stays ``"ok"``.
         extras: JSON-ready facts observers recorded (``target_reached``, ``profile``,
             ``tensorboard``).
+        steps_per_call: training steps each call of the step function ran
+            (``steps_per_execution``). Each entry of ``step_times_s`` is one call's
+            time divided by this, so every per-step figure is per training step.
+        traces: how many times TF traced the step function (its own count; ``None``
+            in eager execution); ``traces_after_warmup``: how many of those happened
+            after warm-up (retracing: new input shapes or Python-value arguments).
     """
 
     config: RunConfig
@@ -104,6 +110,9 @@ class RunResult:
     notes: Tuple[str, ...] = ()
     stop_reason: Optional[str] = None
     extras: dict = field(default_factory=dict)
+    steps_per_call: int = 1
+    traces: Optional[int] = None
+    traces_after_warmup: Optional[int] = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.config, RunConfig):
@@ -277,10 +286,22 @@ def _finite(obj: Any) -> Any:
 def append_result(path: "os.PathLike | str", result: RunResult) -> None:
     """Append one result as a JSON line and flush it to disk.
 
-    The line goes out in one ``write`` on an ``O_APPEND`` descriptor, so two
-    processes appending to the same history do not interleave their lines.
+    The file and its folder are created when missing (the runs folder is created by
+    whoever writes to it). The line goes out in one ``write`` on an ``O_APPEND``
+    descriptor, so two processes appending to the same history do not interleave
+    their lines.
+
+    Args:
+        path: the JSON-lines history file.
+        result: the result to append.
+
+    Raises:
+        OSError: when the folder or file cannot be created or written.
     """
     data = (result.to_json() + "\n").encode("utf-8")
+    folder = os.path.dirname(os.fspath(path))
+    if folder:
+        os.makedirs(folder, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         size = os.fstat(fd).st_size
@@ -297,18 +318,37 @@ def append_result(path: "os.PathLike | str", result: RunResult) -> None:
 def load_results(path: "os.PathLike | str") -> List[RunResult]:
     """Every result in a JSON-lines history file, in order.
 
-    A missing file gives ``[]``. A line that cannot be parsed (e.g. cut short by a
-    crash) raises ``ValueError`` naming the file and line, so nothing is silently lost.
+    A file that does not exist yet is a history with no runs: ``[]``. That is what
+    ``Workbench(history_path=...)`` resumes from on its first use, before any run has
+    written the file (``append_result`` creates it). Callers for whom a missing file is
+    a mistake check first (``python -m tfwb report`` does: it says "no such file").
+
+    Args:
+        path: the JSON-lines history file.
+
+    Returns:
+        The results, blank lines skipped.
+
+    Raises:
+        ValueError: for a line that is not a RunResult (cut short by a crash, not
+            JSON, not UTF-8, a bad field): the message names the file and the line, so
+            nothing is silently lost.
+        OSError: when ``path`` exists but cannot be read (a folder, no permission).
     """
     if not os.path.exists(path):
         return []
     out = []
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
+    with open(path, "rb") as fh:
+        for n, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{os.fspath(path)}, line {n}: not a RunResult: not UTF-8 text ({e.reason} "
+                                 f"at byte {e.start})") from None
             if not line.strip():
                 continue
             try:
                 out.append(RunResult.from_json(line))
             except ValueError as e:
-                raise ValueError(f"{path}, line {n}: {e}") from None
+                raise ValueError(f"{os.fspath(path)}, line {n}: {e}") from None
     return out

@@ -1,13 +1,13 @@
 """The train step: forward, loss averaged over the global batch, gradients, update.
 
-``make_step`` returns a ``tf.function`` that runs one step under the strategy
-(``steps_per_execution`` steps when it takes the iterator), with ``jit_compile``
-as the config says. The loss is averaged with ``tf.nn.compute_average_loss`` over
+``make_step`` returns a ``tf.function`` (or, with ``execution="eager"``, the same Python
+function run op by op) that runs one step under the strategy (``steps_per_execution``
+steps when it takes the iterator); with ``jit_compile`` XLA compiles each replica's step. The loss is averaged with ``tf.nn.compute_average_loss`` over
 the global batch, so every replica count trains the same model.
 """
 from __future__ import annotations
 
-from typing import Callable, Tuple
+from typing import Callable, Optional, Tuple
 
 import keras
 import tensorflow as tf
@@ -58,18 +58,30 @@ def make_step(cfg: RunConfig, strategy, model, optimizer, loss_fn, global_batch:
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss
 
+    # XLA compiles the replica's step (as Keras does); the loop that fetches batches and
+    # calls it stays outside, so jit_compile works with steps_per_execution > 1 and under
+    # MirroredStrategy.
+    compiled_replica_step = tf.function(replica_step, jit_compile=True) if cfg.jit_compile else replica_step
+    graph = cfg.execution == "graph"
+
     def one_step(x, y):
-        per_replica = strategy.run(replica_step, args=(x, y))
+        per_replica = strategy.run(compiled_replica_step, args=(x, y))
         return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
     if cfg.steps_per_execution == 1:
-        return tf.function(one_step, jit_compile=cfg.jit_compile or None), False
+        return (tf.function(one_step) if graph else one_step), False
 
     def many_steps(iterator):
         loss = tf.constant(0.0)
-        for _ in tf.range(cfg.steps_per_execution):
+        for _ in (tf.range if graph else range)(cfg.steps_per_execution):
             x, y = next(iterator)
             loss = one_step(x, y)
         return loss
 
-    return tf.function(many_steps, jit_compile=cfg.jit_compile or None), True
+    return (tf.function(many_steps) if graph else many_steps), True
+
+
+def tracing_count(step) -> Optional[int]:
+    """How many times TF traced ``step`` (its own count); ``None`` for an eager step."""
+    get = getattr(step, "experimental_get_tracing_count", None)
+    return get() if get is not None else None

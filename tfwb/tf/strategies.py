@@ -65,6 +65,12 @@ def make_strategy(cfg: RunConfig) -> tf.distribute.Strategy:
         cpus = [d.name for d in tf.config.list_logical_devices("CPU")]
         if len(cpus) < want:
             raise ValueError(too_few_cpu_devices_message(want, len(cpus)))
+        if cfg.jit_compile and want > 1:
+            raise ValueError(
+                "jit_compile=True with strategy='mirrored' over logical CPU devices is not allowed: XLA "
+                "cannot compile a step whose variables live on another CPU device (TensorFlow's XLA known "
+                "issue 'tf.Variable on a different device'). Pick jit_compile=False, or strategy='default' "
+                "to measure XLA")
         return _mirrored(cpus[:want])
     # multi_worker
     if "TF_CONFIG" not in os.environ:

@@ -44,7 +44,7 @@ from .data import build_dataset
 from .devices import device_sync, setup_devices
 from .fingerprint import fingerprint
 from .optimizers import make_optimizer
-from .step import make_step, per_example_loss
+from .step import make_step, per_example_loss, tracing_count
 from .strategies import make_strategy
 
 __all__ = ["run", "prepared", "timed_steps", "Prepared", "StepLog", "make_optimizer", "fingerprint"]
@@ -210,12 +210,17 @@ def run(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bo
         return time.perf_counter() - t_origin
 
     log = StepLog()
-    total = cfg.warmup_steps + cfg.steps
-    state = RunState(config=cfg, log=log, clock=clock, total_steps=total, warmup_steps=cfg.warmup_steps)
+    spe = cfg.steps_per_execution
+    warmup_calls, calls = cfg.calls
+    state = RunState(config=cfg, log=log, clock=clock, total_steps=(warmup_calls + calls) * spe,
+                     warmup_steps=warmup_calls * spe, steps_per_call=spe)
+    if spe > 1 and (warmup_calls * spe, calls * spe) != (cfg.warmup_steps, cfg.steps):
+        state.notes.append(f"steps_per_execution={spe}: warm-up {cfg.warmup_steps} -> {warmup_calls * spe} "
+                           f"and measured {cfg.steps} -> {calls * spe} steps, rounded up to whole calls")
     sampler = Sampler(interval_s=cfg.sample_interval_s, probes=default_probes(), clock=clock)
     extra = [ProgressObserver(progress)] if progress is not None else []
     dispatch = Dispatch([sampler, *extra, *observers])
-    facts = {"error": None, "setup_s": 0.0, "fp": {}, "examples": 0}
+    facts = {"error": None, "setup_s": 0.0, "fp": {}, "traces": None, "traces_warm": None}
     started = False
     try:
         setup_devices()                       # before anything starts TF's runtime (see devices.py)
@@ -224,14 +229,15 @@ def run(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bo
         with prepared(cfg, dataset) as p:
             state.notes.extend(p.notes)
             facts["fp"] = fingerprint(cfg, p.strategy)
-            facts["examples"] = cfg.batch_size * cfg.steps_per_execution
             facts["setup_s"] = clock()
             started = True
             dispatch.call("on_run_start", state)
-            timed_steps(p, cfg.warmup_steps, clock, log, state=state, dispatch=dispatch)
+            timed_steps(p, warmup_calls, clock, log, state=state, dispatch=dispatch)
+            facts["traces_warm"] = tracing_count(p.step)
             dispatch.call("on_warmup_end", state)
             if state.stop_reason is None:
-                timed_steps(p, cfg.steps, clock, log, state=state, dispatch=dispatch, first=len(log.times_s))
+                timed_steps(p, calls, clock, log, state=state, dispatch=dispatch, first=len(log.times_s))
+            facts["traces"] = tracing_count(p.step)
         state.status = "ok"
     except KeyboardInterrupt:
         state.status, facts["error"] = "interrupted", "interrupted by the user"
@@ -241,16 +247,23 @@ def run(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bo
             _end(dispatch, state, sampler, started)
             raise
     _end(dispatch, state, sampler, started)
-    times, waits, starts, losses = log.times_s, log.waits_s, log.starts_s, log.losses
-    w = min(cfg.warmup_steps, len(times))
+    times = [t / spe for t in log.times_s]          # per training step, whatever the call ran
+    waits, starts, losses = log.waits_s, log.starts_s, log.losses
+    w = min(warmup_calls, len(times))
+    traces, warm = facts["traces"], facts["traces_warm"]
+    after = traces - warm if traces is not None and warm is not None else None
+    if after:
+        state.notes.append(f"the step function was traced {after} more time(s) after warm-up (retracing: "
+                           "new input shapes or dtypes, or a Python value passed as an argument)")
     return RunResult(
         config=cfg, status=state.status, error=facts["error"],
         warmup_times_s=times[:w], warmup_input_wait_s=waits[:w], warmup_start_s=starts[:w],
         warmup_losses=losses[:w],
         step_times_s=times[w:], input_wait_s=waits[w:], step_start_s=starts[w:], losses=losses[w:],
-        samples=state.samples, examples_per_step=facts["examples"], setup_s=facts["setup_s"],
+        samples=state.samples, examples_per_step=cfg.batch_size, setup_s=facts["setup_s"],
         fingerprint=facts["fp"], started_at=started_at, run_id=uuid.uuid4().hex[:12],
         notes=tuple(state.notes), stop_reason=state.stop_reason, extras=state.extras,
+        steps_per_call=spe, traces=traces, traces_after_warmup=after,
     )
 
 
