@@ -24,9 +24,15 @@ class Scalars(Observer):
     Raises:
         ValueError: when ``logdir`` cannot be created or written (checked at construction,
             before any work).
+        RuntimeError: when TensorBoard is not installed (``tf.summary`` needs it).
     """
 
     def __init__(self, logdir: str, name: str = "") -> None:
+        import importlib.util
+
+        if importlib.util.find_spec("tensorboard") is None:
+            raise RuntimeError("TensorBoard is not installed (tf.summary needs it): "
+                               "pip install tensorboard, or install tfwb with its [profile] extra")
         try:
             os.makedirs(logdir, exist_ok=True)
         except OSError as e:
