@@ -6,7 +6,8 @@ import pytest
 from tfwb.config import RunConfig
 from tfwb.diagnosis import (FAILED, INPUT_HIGH, INPUT_MODERATE, NO_DATA, NO_INPUT_DATA, NOT_INPUT,
                            diagnose, expectations, input_verdict)
-from tfwb.records import RunResult
+from tfwb.hardware import DESCRIBED
+from tfwb.records import RunResult, Sample
 
 INPUT_KNOBS = ("prefetch", "parallel_map", "interleave", "cache")
 
@@ -100,51 +101,64 @@ def test_no_steps_and_no_input_data():
 
 
 # -- expectations ------------------------------------------------------------------------
-NO_GPU = {"gpus": [], "cpu_flags": ("avx2", "avx512f"), "tpu": False, "cpu_count": 2}
-T4 = {"gpus": [{"name": "Tesla T4", "compute_capability": (7, 5)}], "cpu_flags": (), "tpu": False}
+# Hardware-dependent sentences come from tfwb.expect.expected_for (tested knob x machine in
+# tests/test_expect.py); here: which knobs get a sentence, on every described machine.
+MACHINES = tuple(DESCRIBED)
+NO_GPU = DESCRIBED["cpu-2core-avx512-bf16"]
+T4 = DESCRIBED["colab-t4"]
 P4 = {"gpus": [{"name": "Tesla P4", "compute_capability": (6, 1)}], "cpu_flags": (), "tpu": False}
-A100 = {"gpus": [{"name": "A100", "compute_capability": (8, 0)}], "cpu_flags": (), "tpu": False}
+A100 = DESCRIBED["a100"]
 
 
-def test_mixed_float16_on_cpu_expects_slowdown():
-    (line,) = expectations(RunConfig(mixed_precision="mixed_float16"), NO_GPU)
-    assert line.startswith("mixed_float16 on this CPU")
-    assert "slowdown" in line
+@pytest.mark.parametrize("machine", MACHINES)
+def test_defaults_have_no_expectations_except_a_tpu_left_idle(machine):
+    hw = DESCRIBED[machine]
+    lines = expectations(RunConfig(), hw)
+    if hw["tpu"]:
+        assert lines == ("strategy='default' on a TPU machine: the step runs on the host CPU, not the "
+                         "TPU; pick strategy='tpu'.",)
+    else:
+        assert lines == ()
+    assert expectations(RunConfig(), {}) == ()
 
 
-def test_mixed_float16_on_cc75_expects_tensor_cores():
-    (line,) = expectations(RunConfig(mixed_precision="mixed_float16"), T4)
-    assert "compute capability 7.5" in line
-    assert "Tensor Cores" in line and "speedup" in line
+@pytest.mark.parametrize("machine", MACHINES)
+def test_one_sentence_per_hardware_knob_on_every_machine(machine):
+    hw = DESCRIBED[machine]
+    strategy = "tpu" if hw["tpu"] else "default"
+    cfg = RunConfig(mixed_precision="mixed_float16", jit_compile=True, steps_per_execution=4, strategy=strategy)
+    lines = expectations(cfg, hw)
+    assert [line.split("=")[0] for line in lines] == ["mixed_precision", "jit_compile",
+                                                      "steps_per_execution"] + (["strategy"] if hw["tpu"] else [])
+    for line in lines:
+        assert line.endswith(".") and " on " in line
+        assert "Tensor Cores" not in line or hw["gpus"], f"a GPU sentence on a machine without one: {line}"
+        assert "CPU" not in line.split(":")[0] or not hw["gpus"], f"a CPU sentence on a GPU machine: {line}"
 
 
-def test_mixed_float16_on_cc61_expects_little():
-    (line,) = expectations(RunConfig(mixed_precision="mixed_float16"), P4)
-    assert "older than compute capability 7.0" in line
-    assert "little or no speedup" in line
+def test_mixed_float16_sentences():
+    (cpu,) = expectations(RunConfig(mixed_precision="mixed_float16"), NO_GPU)
+    assert cpu.startswith("mixed_precision='mixed_float16' on this CPU (2 cores, AVX-512, BF16): slower than float32")
+    (t4,) = expectations(RunConfig(mixed_precision="mixed_float16"), T4)
+    assert t4.startswith("mixed_precision='mixed_float16' on Tesla T4 (compute capability 7.5): faster than float32")
+    assert "Tensor Cores" in t4
+    (p4,) = expectations(RunConfig(mixed_precision="mixed_float16"), P4)
+    assert "not faster than float32" in p4 and "no Tensor Cores" in p4
+    (best,) = expectations(RunConfig(mixed_precision="mixed_float16"), {"gpus": P4["gpus"] + T4["gpus"]})
+    assert "compute capability 7.5" in best
 
 
-def test_mixed_float16_uses_the_best_gpu():
-    hw = {"gpus": P4["gpus"] + T4["gpus"]}
-    (line,) = expectations(RunConfig(mixed_precision="mixed_float16"), hw)
-    assert "compute capability 7.5" in line
-
-
-def test_bfloat16_on_t4_prefers_float16():
-    (line,) = expectations(RunConfig(mixed_precision="mixed_bfloat16"), T4)
-    assert "older than compute capability 8.0" in line
-    assert "prefer mixed_float16" in line
-
-
-def test_bfloat16_on_ampere_expects_speedup():
-    (line,) = expectations(RunConfig(mixed_precision="mixed_bfloat16"), A100)
-    assert "expect a speedup" in line
+def test_bfloat16_sentences():
+    (t4,) = expectations(RunConfig(mixed_precision="mixed_bfloat16"), T4)
+    assert "not faster" in t4 and "use mixed_float16 on this GPU" in t4
+    (a100,) = expectations(RunConfig(mixed_precision="mixed_bfloat16"), A100)
+    assert ": faster than float32" in a100
 
 
 @pytest.mark.parametrize("flags, phrase", [
-    (("avx2",), "no native bfloat16 instructions"),
-    (("avx512f", "avx512_bf16"), "it has bfloat16 instructions"),
-    (("amx_bf16",), "it has bfloat16 instructions"),
+    (("avx2",), "slower than float32: this CPU has no bfloat16 instructions"),
+    (("avx512f", "avx512_bf16"), "not slower than float32: AVX-512 BF16"),
+    (("amx_bf16",), "not slower than float32: AMX runs bfloat16"),
 ])
 def test_bfloat16_on_cpu_depends_on_flags(flags, phrase):
     (line,) = expectations(RunConfig(mixed_precision="mixed_bfloat16"), {"gpus": [], "cpu_flags": flags})
@@ -153,22 +167,64 @@ def test_bfloat16_on_cpu_depends_on_flags(flags, phrase):
 
 def test_tpu_without_tpu_says_it_will_fail_and_what_to_pick():
     (line,) = expectations(RunConfig(strategy="tpu"), NO_GPU)
-    assert "no TPU" in line and "fail" in line and "'default'" in line
-    assert expectations(RunConfig(strategy="tpu"), {**NO_GPU, "tpu": True}) == ()
+    assert line == "strategy='tpu' with no TPU here: the run fails before any work; pick 'default'."
+    (on_tpu,) = expectations(RunConfig(strategy="tpu"), DESCRIBED["tpu-vm"])
+    assert on_tpu.startswith("strategy='tpu' on a TPU: no fixed expectation")
 
 
 def test_mirrored_and_xla_expectations():
     lines = expectations(RunConfig(strategy="mirrored", jit_compile=True), NO_GPU)
-    assert any(line.startswith("XLA on this CPU") for line in lines)
-    assert any(line.startswith("mirrored with fewer than two GPUs") for line in lines)
+    assert lines[0].startswith("jit_compile=True on this CPU (2 cores, AVX-512, BF16): not faster")
+    assert lines[1].startswith("strategy='mirrored' on this CPU (2 cores, AVX-512, BF16): slower")
     two = {"gpus": A100["gpus"] * 2}
-    lines = expectations(RunConfig(strategy="mirrored", jit_compile=True), two)
-    assert lines == ("XLA on this GPU: fuses ops, often faster after a long first compile.",)
+    xla, mirrored = expectations(RunConfig(strategy="mirrored", jit_compile=True), two)
+    assert xla.startswith("jit_compile=True on 2x NVIDIA A100-SXM4-40GB (compute capability 8.0): not slower")
+    assert mirrored.startswith("strategy='mirrored' on 2x NVIDIA A100-SXM4-40GB (compute capability 8.0): "
+                               "no fixed expectation")
 
 
-def test_defaults_have_no_expectations():
-    assert expectations(RunConfig(), NO_GPU) == ()
-    assert expectations(RunConfig(), {}) == ()
+# -- compute-bound runs: suggestions from the hardware ---------------------------------------
+def gpu_result(cc, util_pct=95.0, **cfg) -> RunResult:
+    samples = tuple(Sample(t_s=float(i), gpu_util_pct=(util_pct,)) for i in range(5))
+    return RunResult(config=RunConfig(**cfg), step_times_s=(20.0,) * 5, input_wait_s=(0.1,) * 5,
+                     samples=samples, fingerprint={"gpus": [{"name": "G", "compute_capability": list(cc)}],
+                                                   "cpu_count": 8})
+
+
+def test_compute_bound_on_a_cpu_suggests_nothing():
+    d = diagnose(result_with_wait(0.1))
+    assert d.suggestions == () and "try" not in d.headline
+
+
+@pytest.mark.parametrize("cc, policy", [((7, 5), "mixed_float16"), ((8, 0), "mixed_bfloat16")])
+def test_compute_bound_on_a_tensor_core_gpu_suggests_mixed_precision(cc, policy):
+    d = diagnose(gpu_result(cc))
+    assert d.verdict == NOT_INPUT
+    assert [s[:2] for s in d.suggestions] == [("mixed_precision", policy)]
+    assert d.headline == f"not input-bound (input wait 0%): try mixed_precision={policy!r}"
+    assert diagnose(gpu_result(cc, mixed_precision=policy)).suggestions == ()
+
+
+def test_a_gpu_idling_between_kernels_gets_xla_and_steps_per_call():
+    d = diagnose(gpu_result((9, 0), util_pct=30.0))
+    assert [s[:2] for s in d.suggestions] == [("jit_compile", True), ("steps_per_execution", 8)]
+    assert diagnose(gpu_result((6, 1))).suggestions == ()
+
+
+def test_diagnose_takes_hardware_over_the_fingerprint():
+    d = diagnose(result_with_wait(0.1), hardware=DESCRIBED["colab-t4"])
+    assert d.suggestions[0][:2] == ("mixed_precision", "mixed_float16")
+
+
+def test_parallel_map_is_not_suggested_on_one_core():
+    r = result_with_wait(2.0)
+    one = RunResult(config=r.config, step_times_s=r.step_times_s, input_wait_s=r.input_wait_s,
+                    fingerprint={"cpu_count": 1})
+    assert "parallel_map" not in [s[0] for s in diagnose(one).suggestions]
+    two = RunResult(config=r.config, step_times_s=r.step_times_s, input_wait_s=r.input_wait_s,
+                    fingerprint={"cpu_count": 2})
+    assert dict((k, why) for k, _, why in diagnose(two).suggestions)["parallel_map"] == \
+        "decode and augment on the 2 CPU cores"
 
 
 def test_the_diagnose_function_does_not_hide_its_module():

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from tfwb import hardware
-from tfwb.monitor import fake_nvml
+from tfwb.monitor.fakes import fake_nvml
 
 X86_CPUINFO = """processor\t: 0
 vendor_id\t: GenuineIntel
@@ -103,10 +103,38 @@ def test_describe_gpus_tpu_and_unknowns():
     assert hardware.describe(mixed) == "2 CPU cores (Intel Xeon), 24 GiB RAM, 2× A + B, local"
 
 
+KEYS = {"cpu_count", "cpu_model", "cpu_flags", "memory_total_mib", "gpus", "tpu", "environment",
+        "python", "platform"}
+
+
+def test_described_machines_have_detects_shape():
+    assert set(hardware.DESCRIBED) == {"binder-2core-avx2", "cpu-2core-avx512-bf16", "cpu-2core-avx512-amx",
+                                       "colab-t4", "a100", "h100", "tpu-vm"}
+    for name, hw in hardware.DESCRIBED.items():
+        assert set(hw) == KEYS, name
+        assert isinstance(hw["cpu_flags"], tuple) and list(hw["cpu_flags"]) == sorted(set(hw["cpu_flags"]))
+        for gpu in hw["gpus"]:
+            assert set(gpu) == {"index", "name", "memory_total_mib", "compute_capability"}, name
+            assert isinstance(gpu["compute_capability"], tuple) and len(gpu["compute_capability"]) == 2
+        assert hw["environment"] in ("colab", "kaggle", "binder", "local")
+
+
+@pytest.mark.parametrize("name, line", [
+    ("binder-2core-avx2", "2 CPU cores (AMD EPYC 7B12, AVX2), 8 GiB RAM, no GPU, binder"),
+    ("cpu-2core-avx512-amx", "2 CPU cores (Intel Xeon Platinum 8481C, AVX-512, BF16, FP16, AMX), 8 GiB RAM, "
+                             "no GPU, local"),
+    ("colab-t4", "2 CPU cores (Intel Xeon, AVX-512), 13 GiB RAM, Tesla T4 (15 GiB), colab"),
+    ("h100", "16 CPU cores (Intel Xeon Platinum 8480+, AVX-512, BF16, FP16, AMX), 128 GiB RAM, "
+             "NVIDIA H100 80GB HBM3 (80 GiB), local"),
+    ("tpu-vm", "96 CPU cores (Intel Xeon, AVX-512), 334 GiB RAM, no GPU, TPU, colab"),
+])
+def test_describe_the_described_machines(name, line):
+    assert hardware.describe(hardware.DESCRIBED[name]) == line
+
+
 def test_detect_on_this_machine_has_every_key_and_no_tensorflow():
     hw = hardware.detect(refresh=True)
-    assert set(hw) == {"cpu_count", "cpu_model", "cpu_flags", "memory_total_mib", "gpus", "tpu",
-                       "environment", "python", "platform"}
+    assert set(hw) == KEYS
     assert hw["cpu_count"] >= 1 and isinstance(hw["cpu_flags"], tuple)
     assert hw["memory_total_mib"] > 100
     assert hardware.describe(hw).endswith(hw["environment"])

@@ -1,4 +1,9 @@
-"""Tests of tfwb.monitor: probes, NVML scenarios (no GPU needed) and the Sampler thread."""
+"""Tests of tfwb.monitor: probes, NVML scenarios (no GPU needed) and the Sampler.
+
+No wall-clock bounds: samples are driven with ``Sampler.tick()`` and fake clocks; the
+thread path is checked by waiting for events (with generous deadlock guards), never by
+counting samples per second (that is ``benchmarks/sampler_schedule.py``).
+"""
 from __future__ import annotations
 
 import collections
@@ -7,12 +12,15 @@ import subprocess
 import sys
 import threading
 import time
+import types
 
 import pytest
 
-from tfwb.monitor import (FakeProbe, NvmlProbe, PsutilProbe, Sampler, default_probes,
-                          driver_version, fake_nvml, gpu_info, nvml_available, sampler_threads)
+import tfwb.monitor
+from tfwb.monitor import (NvmlProbe, PsutilProbe, Sampler, default_probes, driver_version, gpu_info,
+                          nvml_available, sampler_threads)
 from tfwb.monitor import nvml as nvml_module
+from tfwb.monitor.fakes import FakeProbe, fake_nvml
 from tfwb.monitor import probes as probes_module
 from tfwb.monitor import sampler as sampler_module
 from tfwb.records import Sample
@@ -24,13 +32,34 @@ def no_leaked_sampler_threads():
     assert sampler_threads() == [], "a test left a tfwb-sampler thread running"
 
 
-def busy_cpu(duration_s: float) -> None:
-    end = time.perf_counter() + duration_s
-    while time.perf_counter() < end:
-        pass
+#: A deadlock guard, not a timing bound: what a test waits for happens within milliseconds.
+GUARD_S = 30.0
+
+
+def wait_until(condition, what: str) -> None:
+    """Wait for ``condition()`` to hold, polling; fail only if it never does (a hang)."""
+    deadline = time.monotonic() + GUARD_S
+    while not condition():
+        assert time.monotonic() < deadline, f"never happened: {what}"
+        time.sleep(0.005)
+
+
+class FakeClock:
+    """Seconds that advance only when told: ``clock.t += 0.2``."""
+
+    def __init__(self, t: float = 0.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
 
 
 # -- import hygiene -----------------------------------------------------------------
+def test_fakes_are_apart_from_the_public_names():
+    assert not {"FakeProbe", "FakeNvml", "fake_nvml"} & set(tfwb.monitor.__all__)
+    assert not any(hasattr(m, "FakeNvml") for m in (tfwb.monitor, nvml_module, probes_module))
+
+
 def test_import_loads_neither_tensorflow_nor_pynvml_nor_ui():
     code = ("import sys, tfwb.monitor, tfwb.hardware; "
             "bad = [m for m in ('tensorflow', 'pynvml', 'IPython', 'ipywidgets', 'matplotlib') "
@@ -76,12 +105,12 @@ def test_nvml_no_driver():
 
 
 def test_nvml_no_driver_inside_a_sampler_records_errors_not_a_crash():
-    with Sampler(interval_s=0.05, probes=[NvmlProbe(nvml=fake_nvml("no driver")),
-                                          FakeProbe([{"rss_mib": 5.0}])]) as s:
-        time.sleep(0.08)
-    assert len(s.samples) >= 2
-    assert all(x.gpu_util_pct == () and x.rss_mib == 5.0 for x in s.samples)
-    assert s.error_count == len(s.samples)
+    s = Sampler(probes=[NvmlProbe(nvml=fake_nvml("no driver")), FakeProbe([{"rss_mib": 5.0}])],
+                clock=FakeClock())
+    samples = [s.tick() for _ in range(3)]
+    s.stop()
+    assert all(x.gpu_util_pct == () and x.rss_mib == 5.0 for x in samples)
+    assert s.error_count == 3
     assert "NvmlProbe" in s.errors[0] and "Driver Not Loaded" in s.errors[0]
 
 
@@ -118,21 +147,52 @@ def test_fake_nvml_rejects_unknown_scenario():
 
 
 # -- psutil probe --------------------------------------------------------------------
+ProcTimes = collections.namedtuple("ProcTimes", "user system")
+Mem = collections.namedtuple("Mem", "rss")
+
+
+class FakePsutil:
+    """psutil's three calls that PsutilProbe makes, scripted: CPU seconds advance when told."""
+
+    def __init__(self) -> None:
+        self.process_s = 10.0
+        self.system = CpuTimes(100.0, 0.0, 50.0, 850.0, 0.0, 0.0, 0.0)
+
+    def Process(self, pid=None):  # noqa: N802 - psutil's name
+        fake = self
+
+        class _Process:
+            def cpu_times(self):
+                return ProcTimes(fake.process_s, 0.0)
+
+            def memory_info(self):
+                return Mem(512 * 2**20)
+
+        return _Process()
+
+    def cpu_times(self):
+        return self.system
+
+
 def test_psutil_probe_first_read_is_meaningful():
+    ps, clock = FakePsutil(), FakeClock(100.0)
+    probe = PsutilProbe(psutil_module=ps, clock=clock)
+    clock.t += 0.5
+    ps.process_s += 0.4                                      # 0.4 s of CPU in 0.5 s: 80 % of a core
+    ps.system = ps.system._replace(user=100.6, idle=850.4)   # machine: 0.6 busy of 1.0 s counted
+    values = probe.read()
+    # Unprimed, psutil would say 0.0; primed at construction, the read covers the window since.
+    assert values == {"cpu_process_pct": 80.0, "cpu_system_pct": 60.0, "rss_mib": 512.0}
+    clock.t += 0.01                                          # shorter than min_window_s
+    assert probe.read()["cpu_process_pct"] is None
+
+
+def test_psutil_probe_on_this_machine():
     import psutil
 
-    me = psutil.Process()
-    cpu0, t0 = sum(me.cpu_times()[:2]), time.monotonic()
-    probe = PsutilProbe()
-    busy_cpu(0.12)
-    values = probe.read()
-    expected_pct = 100 * (sum(me.cpu_times()[:2]) - cpu0) / (time.monotonic() - t0)
-    # Unprimed, psutil would say 0.0; primed, the read covers the time since construction
-    # (whatever share of a core this process got on a busy machine).
-    assert expected_pct > 5
-    assert values["cpu_process_pct"] == pytest.approx(expected_pct, rel=0.5)
-    assert 0 <= values["cpu_system_pct"] <= 100
-    assert values["rss_mib"] == pytest.approx(me.memory_info().rss / 2**20, rel=0.2)
+    values = PsutilProbe(min_window_s=0.0).read()
+    assert sorted(values) == ["cpu_process_pct", "cpu_system_pct", "rss_mib"]
+    assert values["rss_mib"] == pytest.approx(psutil.Process().memory_info().rss / 2**20, rel=0.2)
 
 
 def test_psutil_probe_gives_none_for_a_window_shorter_than_a_tick():
@@ -184,37 +244,55 @@ def test_interval_at_minimum_is_allowed():
     assert Sampler(interval_s=0.05).interval_s == 0.05
 
 
-def test_sample_count_matches_duration_over_interval():
-    probe = FakeProbe([{"rss_mib": 1.0}])
-    with Sampler(interval_s=0.05, probes=[probe]) as s:
-        time.sleep(0.3)
-    # 1 at start + about 6 ticks + 1 at stop; a loaded machine may lose a tick or two.
-    assert 5 <= len(s.samples) <= 9
-    assert all(isinstance(x, Sample) for x in s.samples)
+def test_tick_samples_on_the_callers_thread_with_the_given_clock():
+    clock = FakeClock()
+    probe = FakeProbe([{"rss_mib": 1.0}, {"rss_mib": 2.0}])
+    s = Sampler(interval_s=0.2, probes=[probe], clock=clock)
+    first = s.tick()
+    clock.t += 0.2
+    second = s.tick()
+    assert (first, second) == (Sample(t_s=0.0, rss_mib=1.0), Sample(t_s=0.2, rss_mib=2.0))
+    assert s.samples == (first, second)
+    assert sampler_threads() == [] and not s.running
+    assert probe.read_threads == [threading.current_thread().name] * 2
+    assert s.stop() == (first, second) and probe.closed, "stop() releases probes that tick() used"
+    with pytest.raises(RuntimeError, match="stopped"):
+        s.tick()
 
 
-def test_first_sample_at_start_last_at_stop_others_on_the_sampler_thread():
-    ticks = itertools.count()
-    phase = {"now": "before"}
-    probe = FakeProbe(lambda t: {"cpu_system_pct": {"before": 0.0, "body": 50.0,
-                                                    "after": 100.0}[phase["now"]]})
-    s = Sampler(interval_s=0.05, probes=[probe], clock=lambda: float(next(ticks)))
+def test_tick_builds_the_default_probes_and_clock_on_first_use(monkeypatch):
+    monkeypatch.setattr(nvml_module, "nvml_available", lambda nvml=None: False)
+    s = Sampler()
+    assert s.probes == ()
+    sample = s.tick()
+    assert [type(p).__name__ for p in s.probes] == ["PsutilProbe"]
+    assert sample.t_s >= 0 and sample.rss_mib > 1
+    s.stop()
+
+
+def test_start_and_stop_sample_on_the_callers_thread_the_rest_on_the_sampler_thread():
+    on_thread = threading.Event()
+
+    def read(t):
+        if threading.current_thread().name == "tfwb-sampler":
+            on_thread.set()
+        return {"cpu_system_pct": 50.0}
+
+    probe = FakeProbe(read)
+    s = Sampler(interval_s=0.05, probes=[probe], clock=FakeClock())
     s.start()
-    phase["now"] = "body"
-    time.sleep(0.17)
-    phase["now"] = "after"
+    assert len(sampler_threads()) == 1 and s.running
+    assert on_thread.wait(GUARD_S), "the thread never sampled"
     samples = s.stop()
     caller = threading.current_thread().name
     assert probe.read_threads[0] == caller and probe.read_threads[-1] == caller
-    assert set(probe.read_threads[1:-1]) == {"tfwb-sampler"}
-    assert len(probe.read_threads) >= 3
-    assert [x.t_s for x in samples] == [float(i) for i in range(len(samples))]
-    assert samples[0].cpu_system_pct == 0.0 and samples[-1].cpu_system_pct == 100.0
-    assert samples[1].cpu_system_pct == 50.0  # a tick may also fall just before stop()
+    assert "tfwb-sampler" in probe.read_threads[1:-1]
+    assert set(probe.read_threads[1:-1]) <= {"tfwb-sampler"}
+    assert len(samples) == len(probe.read_threads) and all(x.cpu_system_pct == 50.0 for x in samples)
 
 
 def test_very_short_run_has_two_samples():
-    with Sampler(interval_s=1.0, probes=[FakeProbe([{"rss_mib": 1.0}])]) as s:
+    with Sampler(interval_s=3600.0, probes=[FakeProbe([{"rss_mib": 1.0}])]) as s:
         pass
     assert len(s.samples) == 2
 
@@ -222,28 +300,38 @@ def test_very_short_run_has_two_samples():
 def test_probes_are_merged_and_gpu_fields_become_tuples():
     a = FakeProbe([{"cpu_process_pct": 150.0, "rss_mib": 10.0}])
     b = FakeProbe([{"gpu_util_pct": [90.0, None], "gpu_mem_used_mib": [100.0, 200.0]}])
-    with Sampler(interval_s=1.0, probes=[a, b]) as s:
-        pass
-    assert s.samples[0] == Sample(t_s=s.samples[0].t_s, cpu_process_pct=150.0, rss_mib=10.0,
-                                  gpu_util_pct=(90.0, None), gpu_mem_used_mib=(100.0, 200.0))
+    s = Sampler(probes=[a, b], clock=FakeClock(1.5))
+    assert s.tick() == Sample(t_s=1.5, cpu_process_pct=150.0, rss_mib=10.0,
+                              gpu_util_pct=(90.0, None), gpu_mem_used_mib=(100.0, 200.0))
+    s.stop()
 
 
-def test_probe_error_is_captured_and_the_thread_goes_on():
+def test_probe_error_is_captured_and_sampling_goes_on():
     flaky = FakeProbe([{"rss_mib": 1.0}, RuntimeError("sensor fell off"), {"rss_mib": 3.0}])
     steady = FakeProbe([{"cpu_system_pct": 7.0}])
-    with Sampler(interval_s=0.05, probes=[flaky, steady]) as s:
-        time.sleep(0.17)
-    rss = [x.rss_mib for x in s.samples]
-    assert rss[:3] == [1.0, None, 3.0] and rss[-1] == 3.0
-    assert all(x.cpu_system_pct == 7.0 for x in s.samples), "other probes' fields survive"
+    s = Sampler(probes=[flaky, steady], clock=FakeClock())
+    samples = [s.tick() for _ in range(4)]
+    s.stop()
+    assert [x.rss_mib for x in samples] == [1.0, None, 3.0, 3.0]
+    assert all(x.cpu_system_pct == 7.0 for x in samples), "other probes' fields survive"
     assert s.error_count == 1 and len(s.errors) == 1
-    assert "FakeProbe" in s.errors[0] and "RuntimeError: sensor fell off" in s.errors[0]
+    assert s.errors[0] == "t_s=0.000: FakeProbe: RuntimeError: sensor fell off"
+
+
+def test_errors_are_capped_but_counted(monkeypatch):
+    monkeypatch.setattr(sampler_module, "MAX_ERRORS", 2)
+    s = Sampler(probes=[FakeProbe([RuntimeError("no")])], clock=FakeClock())
+    for _ in range(5):
+        s.tick()
+    s.stop()
+    assert s.error_count == 5 and len(s.errors) == 2
 
 
 def test_probe_returning_unknown_fields_is_an_error():
-    with Sampler(interval_s=1.0, probes=[FakeProbe([{"gpu_temp_c": 60.0}])]) as s:
-        pass
-    assert s.error_count == 2 and "gpu_temp_c" in s.errors[0]
+    s = Sampler(probes=[FakeProbe([{"gpu_temp_c": 60.0}])], clock=FakeClock())
+    assert s.tick() == Sample(t_s=0.0)
+    s.stop()
+    assert s.error_count == 1 and "gpu_temp_c" in s.errors[0]
 
 
 def test_clock_failing_on_the_thread_does_not_kill_it():
@@ -251,30 +339,43 @@ def test_clock_failing_on_the_thread_does_not_kill_it():
 
     def clock() -> float:
         n = next(calls)
-        if n == 1:
+        if n == 1:                      # the thread's first sample
             raise OSError("clock hiccup")
         return float(n)
 
-    with Sampler(interval_s=0.05, probes=[FakeProbe([{}])], clock=clock) as s:
-        time.sleep(0.17)
-    assert s.samples[0].t_s == 0.0 and len(s.samples) >= 3
+    s = Sampler(interval_s=0.05, probes=[FakeProbe([{}])], clock=clock).start()
+    wait_until(lambda: len(s.samples) >= 3, "two samples on the thread after the failure")
+    s.stop()
+    assert s.samples[0].t_s == 0.0 and s.samples[1].t_s == 2.0
     assert "clock hiccup" in s.errors[0]
 
 
+def test_a_clock_failing_at_start_raises_there_and_starts_no_thread():
+    def clock() -> float:
+        raise OSError("no clock")
+
+    s = Sampler(probes=[FakeProbe([{}])], clock=clock)
+    with pytest.raises(OSError, match="no clock"):
+        s.start()
+    assert sampler_threads() == []
+
+
 def test_samples_can_be_read_while_running():
-    with Sampler(interval_s=0.05, probes=[FakeProbe([{}])]) as s:
+    with Sampler(interval_s=0.05, probes=[FakeProbe([{}])], clock=FakeClock()) as s:
         assert s.running
         seen = len(s.samples)
-        time.sleep(0.12)
-        assert len(s.samples) > seen
+        wait_until(lambda: len(s.samples) > seen, "a sample from the thread")
+        extra = s.tick()                # an extra sample on this thread while the thread runs
+        assert s.samples[-1] is extra or extra in s.samples
     assert not s.running
 
 
-def test_stop_is_prompt_even_with_a_long_interval():
-    s = Sampler(interval_s=30.0, probes=[FakeProbe([{}])]).start()
-    t0 = time.perf_counter()
-    s.stop()
-    assert time.perf_counter() - t0 < 0.5
+def test_stop_does_not_wait_for_the_next_tick():
+    s = Sampler(interval_s=3600.0, probes=[FakeProbe([{}])]).start()
+    stopper = threading.Thread(target=s.stop)
+    stopper.start()
+    stopper.join(GUARD_S)               # waiting out the interval would take an hour
+    assert not stopper.is_alive()
     assert sampler_threads() == []
 
 
@@ -290,6 +391,12 @@ def test_stop_joins_the_thread_closes_probes_and_is_idempotent():
         s.start()
 
 
+def test_stop_before_start_touches_nothing():
+    probe = FakeProbe([{}])
+    s = Sampler(probes=[probe])
+    assert s.stop() == () and not probe.closed and probe.reads == 0
+
+
 def test_no_thread_outlives_a_with_block_that_raises():
     with pytest.raises(KeyError):
         with Sampler(interval_s=0.05, probes=[FakeProbe([{}])]) as s:
@@ -301,23 +408,31 @@ def test_no_thread_outlives_a_with_block_that_raises():
 
 def test_stuck_probe_does_not_hang_stop(monkeypatch):
     monkeypatch.setattr(sampler_module, "STOP_TIMEOUT_S", 0.1)
-    release = threading.Event()
-    calls = itertools.count()
+    entered, release = threading.Event(), threading.Event()
 
     def read(t):
-        if next(calls) == 1:  # the first read on the thread hangs
-            release.wait(5)
+        if threading.current_thread().name == "tfwb-sampler":
+            entered.set()
+            release.wait(GUARD_S)       # the thread's read hangs until released
         return {}
 
     s = Sampler(interval_s=0.05, probes=[FakeProbe(read)]).start()
-    time.sleep(0.08)
-    t0 = time.perf_counter()
-    s.stop()
-    assert time.perf_counter() - t0 < 0.5
+    assert entered.wait(GUARD_S)
+    s.stop()                            # gives up on the thread after STOP_TIMEOUT_S
     assert "stuck" in s.errors[-1]
     release.set()
     for t in sampler_threads():
-        t.join(1)
+        t.join(GUARD_S)
+
+
+def test_sampler_as_a_run_observer():
+    run = types.SimpleNamespace(samples=(), notes=[])
+    s = Sampler(probes=[FakeProbe([{"rss_mib": 1.0}, RuntimeError("gone"), {"rss_mib": 2.0}])],
+                clock=FakeClock())
+    s.on_run_start(run)
+    s.on_run_end(run)
+    assert [x.rss_mib for x in run.samples][0] == 1.0 and run.samples[-1].rss_mib in (None, 2.0)
+    assert all(note.startswith("sampler: ") for note in run.notes)
 
 
 def test_default_probes_skip_what_is_missing(monkeypatch):
@@ -334,7 +449,8 @@ def test_default_probes_add_nvml_when_available(monkeypatch):
 
 def test_default_sampler_on_this_machine():
     with Sampler(interval_s=0.05) as s:
-        busy_cpu(0.12)
-    assert len(s.samples) >= 3
-    assert s.samples[0].t_s >= 0 and s.samples[-1].t_s >= 0.1
-    assert any(x.cpu_process_pct for x in s.samples), s.errors
+        pass
+    assert len(s.samples) >= 2
+    assert s.samples[0].t_s >= 0 and s.samples[-1].t_s >= s.samples[0].t_s
+    assert all(x.rss_mib and x.rss_mib > 1 for x in s.samples), s.errors
+    assert s.error_count == 0, s.errors

@@ -39,7 +39,15 @@ def input_verdict(fraction: float) -> str:
     return NOT_INPUT
 
 
-def _input_suggestions(cfg) -> tuple:
+def _hardware_of(result) -> dict:
+    """What a result's fingerprint says about its machine, in ``tfwb.hardware.detect()``'s shape."""
+    fp = getattr(result, "fingerprint", None) or {}
+    return {"gpus": list(fp.get("gpus") or []), "cpu_count": fp.get("cpu_count"),
+            "cpu_flags": tuple(fp.get("cpu_flags") or ()),
+            "tpu": any("TPU" in str(d) for d in fp.get("logical_devices") or ())}
+
+
+def _input_suggestions(cfg, hardware: Optional[dict] = None) -> tuple:
     from .workloads import get_workload
 
     if cfg.data_source == "memory":
@@ -48,13 +56,15 @@ def _input_suggestions(cfg) -> tuple:
         builtin = get_workload(cfg.workload).builtin
     except ValueError:     # a saved result whose workload is not registered here
         builtin = False
+    cores = (hardware or {}).get("cpu_count")
     out = []
     if cfg.data_source == "generator":
         out.append(("data_source", "files", "read the files with tf.data instead of a Python generator"))
     if not cfg.prefetch:
         out.append(("prefetch", True, "overlap input with the step"))
-    if builtin and not cfg.parallel_map:
-        out.append(("parallel_map", True, "decode and augment on several cores"))
+    if builtin and not cfg.parallel_map and cores != 1:
+        where = f"the {cores} CPU cores" if cores else "several cores"
+        out.append(("parallel_map", True, f"decode and augment on {where}"))
     if builtin and not cfg.interleave:
         out.append(("interleave", True, "read several shards at once (hides storage latency)"))
     if not cfg.cache:
@@ -62,8 +72,39 @@ def _input_suggestions(cfg) -> tuple:
     return tuple(out)
 
 
-def diagnose(result) -> Diagnosis:
+def _compute_suggestions(result, hardware: dict) -> tuple:
+    """Model-side knobs expected to be faster on this hardware for this run (``tfwb.expect``)."""
+    from . import expect
+
+    cfg = result.config
+    candidates = []
+    if cfg.mixed_precision == "off":
+        cc = expect.best_compute_capability(hardware)
+        policy = "mixed_bfloat16" if hardware.get("tpu") or (cc and cc >= (8, 0)) else "mixed_float16"
+        candidates.append(("mixed_precision", policy))
+    if not cfg.jit_compile:
+        candidates.append(("jit_compile", True))
+    if cfg.steps_per_execution == 1:
+        candidates.append(("steps_per_execution", 8))
+    out = []
+    for knob, value in candidates:
+        e = expect.expected_for(hardware, knob, value, result)
+        if e.direction == expect.FASTER:
+            out.append((knob, value, e.why))
+    return tuple(out)
+
+
+def diagnose(result, hardware: Optional[dict] = None) -> Diagnosis:
     """Classify a RunResult: failed, no data, or its input-bound level with suggestions.
+
+    An input-bound run gets the pipeline knobs that are off; a run that is not gets the
+    model-side knobs ``tfwb.expect`` expects to be faster on its machine (none on a CPU;
+    e.g. mixed precision on a GPU with Tensor Cores).
+
+    Args:
+        result: a RunResult.
+        hardware (dict | None, default None): ``tfwb.hardware.detect()`` output; None
+            reads the GPUs and cores from the result's fingerprint.
 
     Example:
         >>> diagnose(result).headline   # doctest: +SKIP
@@ -77,57 +118,59 @@ def diagnose(result) -> Diagnosis:
     if frac is None:
         return Diagnosis(NO_INPUT_DATA, None, NO_INPUT_DATA)
     verdict = input_verdict(frac)
+    hw = _hardware_of(result) if hardware is None else hardware
     if verdict == NOT_INPUT:
-        # Compute-bound: which model-side knob helps depends on the hardware
-        # (see ``expectations``), so no blanket suggestion.
-        return Diagnosis(verdict, frac, f"{verdict} (input wait {frac:.0%})")
-    sugg = _input_suggestions(result.config)
+        # Which model-side knob helps depends on the hardware: ask tfwb.expect.
+        sugg = _compute_suggestions(result, hw)
+        tip = f": try {sugg[0][0]}={sugg[0][1]!r}" if sugg else ""
+        return Diagnosis(verdict, frac, f"{verdict} (input wait {frac:.0%}){tip}", sugg)
+    sugg = _input_suggestions(result.config, hw)
     tip = f": try {sugg[0][0]}={sugg[0][1]!r}" if sugg else ""
     return Diagnosis(verdict, frac, f"{verdict} (input wait {frac:.0%}){tip}", sugg)
 
 
+#: RunConfig knobs whose effect depends on the hardware, in the order ``expectations`` lists them.
+HARDWARE_KNOBS = ("mixed_precision", "jit_compile", "steps_per_execution", "strategy")
+
+
 def expectations(cfg, hardware: dict) -> Tuple[str, ...]:
-    """What to expect from ``cfg``'s knobs on this hardware, before running.
+    """What to expect from ``cfg``'s hardware-dependent knobs on this hardware, before running.
+
+    One sentence per knob in ``HARDWARE_KNOBS`` that differs from its default, from
+    ``tfwb.expect.expected_for`` (so the Workbench, the chapters and the tests share one
+    rule), plus a warning when a TPU machine would run on its host CPU.
 
     Args:
         cfg: a RunConfig.
-        hardware: ``tfwb.hardware.detect()`` output (keys ``gpus``, ``cpu_flags``,
-            ``tpu``, ``cpu_count``).
+        hardware: ``tfwb.hardware.detect()`` output or a described machine
+            (``tfwb.hardware.DESCRIBED``): keys ``gpus``, ``cpu_flags``, ``tpu``, ``cpu_count``.
 
     Returns:
-        Short sentences, one per knob whose effect depends on the hardware.
+        Short sentences, e.g. ``"mixed_precision='mixed_float16' on Tesla T4 (compute
+        capability 7.5): faster than float32: float16 Tensor Cores ..."``.
+
+    Example:
+        >>> from tfwb.config import RunConfig
+        >>> from tfwb.hardware import DESCRIBED
+        >>> expectations(RunConfig(strategy="tpu"), DESCRIBED["colab-t4"])
+        ("strategy='tpu' with no TPU here: the run fails before any work; pick 'default'.",)
     """
-    gpus = hardware.get("gpus") or []
-    flags = set(hardware.get("cpu_flags") or ())
-    ccs = [g.get("compute_capability") for g in gpus if g.get("compute_capability")]
-    best_cc = max(ccs) if ccs else None
+    from . import expect
+    from .config import RunConfig
+
+    defaults = RunConfig()
     out = []
-    if cfg.mixed_precision == "mixed_float16":
-        if not gpus:
-            out.append("mixed_float16 on this CPU: expect a slowdown (oneDNN has few float16 kernels).")
-        elif best_cc and best_cc >= (7, 0):
-            out.append(f"mixed_float16 on a GPU with compute capability {best_cc[0]}.{best_cc[1]}: "
-                       "Tensor Cores; expect a speedup on matmul/conv-heavy models.")
-        else:
-            out.append("mixed_float16 on a GPU older than compute capability 7.0: no Tensor Cores; "
-                       "expect little or no speedup.")
-    if cfg.mixed_precision == "mixed_bfloat16":
-        if not gpus:
-            has_bf16 = bool(flags & {"avx512_bf16", "amx_bf16"})
-            out.append("mixed_bfloat16 on this CPU: " + (
-                "it has bfloat16 instructions; expect about float32 speed or better." if has_bf16 else
-                "no native bfloat16 instructions; expect about float32 speed or slower."))
-        elif best_cc and best_cc < (8, 0):
-            out.append("mixed_bfloat16 on a GPU older than compute capability 8.0 (e.g. a T4): "
-                       "no bfloat16 Tensor Cores; prefer mixed_float16.")
-        else:
-            out.append("mixed_bfloat16 on this GPU: Tensor Cores without loss scaling; expect a speedup.")
-    if cfg.jit_compile:
-        out.append("XLA on this " + ("GPU: fuses ops, often faster after a long first compile."
-                                     if gpus else "CPU: often slower on small models; the first step compiles."))
-    if cfg.strategy == "mirrored" and len(gpus) < 2:
-        out.append("mirrored with fewer than two GPUs: replicas share the same cores; expect a slowdown "
-                   "(all-reduce cost, no extra compute).")
-    if cfg.strategy == "tpu" and not hardware.get("tpu"):
-        out.append("tpu strategy with no TPU: the run will fail before any work; pick 'default'.")
+    if hardware.get("tpu") and cfg.strategy == "default":
+        out.append("strategy='default' on a TPU machine: the step runs on the host CPU, not the TPU; "
+                   "pick strategy='tpu'.")
+    for knob in HARDWARE_KNOBS:
+        value = getattr(cfg, knob)
+        if value == getattr(defaults, knob):
+            continue
+        if knob == "strategy" and value == "tpu" and not hardware.get("tpu"):
+            out.append("strategy='tpu' with no TPU here: the run fails before any work; pick 'default'.")
+            continue
+        e = expect.expected_for(hardware, knob, value, cfg)
+        place = expect.where(hardware, value if knob == "strategy" else cfg.strategy)
+        out.append(f"{knob}={value!r} on {place}: {e.text()}.")
     return tuple(out)

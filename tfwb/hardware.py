@@ -18,6 +18,64 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .monitor import nvml
 
+#: Machines the book describes, in ``detect()``'s shape, so that hardware-dependent code
+#: (``tfwb.expect.expected_for``, ``tfwb.diagnosis.expectations``) is tested on each
+#: without owning one. Flags are the ones ``/proc/cpuinfo`` lists on such machines
+#: (shortened to those that matter here).
+DESCRIBED: Dict[str, Dict[str, Any]] = {
+    # mybinder.org and small cloud VMs: AMD EPYC (Zen 2), AVX2, no AVX-512.
+    "binder-2core-avx2": {
+        "cpu_count": 2, "cpu_model": "AMD EPYC 7B12 64-Core Processor",
+        "cpu_flags": ("avx", "avx2", "f16c", "fma", "sse4_2"),
+        "memory_total_mib": 8192.0, "gpus": [], "tpu": False, "environment": "binder",
+        "python": "3.12", "platform": "Linux-x86_64"},
+    # The AVX-512 build machine of FACTS.md: AMD EPYC (Zen 4), AVX-512 with BF16, no FP16, no AMX.
+    "cpu-2core-avx512-bf16": {
+        "cpu_count": 2, "cpu_model": "AMD EPYC 9B14 96-Core Processor",
+        "cpu_flags": ("avx", "avx2", "avx512_bf16", "avx512_vnni", "avx512bw", "avx512f", "avx512vl",
+                      "f16c", "fma", "sse4_2"),
+        "memory_total_mib": 8192.0, "gpus": [], "tpu": False, "environment": "local",
+        "python": "3.12", "platform": "Linux-x86_64"},
+    # Intel Xeon 4th gen (Sapphire Rapids): AVX-512 with BF16 and FP16, AMX.
+    "cpu-2core-avx512-amx": {
+        "cpu_count": 2, "cpu_model": "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz",
+        "cpu_flags": ("amx_bf16", "amx_int8", "amx_tile", "avx", "avx2", "avx512_bf16", "avx512_fp16",
+                      "avx512_vnni", "avx512bw", "avx512f", "avx512vl", "f16c", "fma", "sse4_2"),
+        "memory_total_mib": 8192.0, "gpus": [], "tpu": False, "environment": "local",
+        "python": "3.12", "platform": "Linux-x86_64"},
+    # Colab's free GPU runtime: 2 vCPUs (AVX-512, no BF16) and a Tesla T4 (Turing).
+    "colab-t4": {
+        "cpu_count": 2, "cpu_model": "Intel(R) Xeon(R) CPU @ 2.00GHz",
+        "cpu_flags": ("avx", "avx2", "avx512bw", "avx512f", "avx512vl", "f16c", "fma", "sse4_2"),
+        "memory_total_mib": 12976.0,
+        "gpus": [{"index": 0, "name": "Tesla T4", "memory_total_mib": 15360.0,
+                  "compute_capability": (7, 5)}],
+        "tpu": False, "environment": "colab", "python": "3.12", "platform": "Linux-x86_64"},
+    # Colab's A100 runtime (Ampere).
+    "a100": {
+        "cpu_count": 12, "cpu_model": "Intel(R) Xeon(R) CPU @ 2.20GHz",
+        "cpu_flags": ("avx", "avx2", "avx512bw", "avx512f", "avx512vl", "f16c", "fma", "sse4_2"),
+        "memory_total_mib": 85000.0,
+        "gpus": [{"index": 0, "name": "NVIDIA A100-SXM4-40GB", "memory_total_mib": 40960.0,
+                  "compute_capability": (8, 0)}],
+        "tpu": False, "environment": "colab", "python": "3.12", "platform": "Linux-x86_64"},
+    # A cloud H100 machine (Hopper) with a Sapphire Rapids host.
+    "h100": {
+        "cpu_count": 16, "cpu_model": "Intel(R) Xeon(R) Platinum 8480+",
+        "cpu_flags": ("amx_bf16", "amx_int8", "amx_tile", "avx", "avx2", "avx512_bf16", "avx512_fp16",
+                      "avx512_vnni", "avx512bw", "avx512f", "avx512vl", "f16c", "fma", "sse4_2"),
+        "memory_total_mib": 131072.0,
+        "gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559.0,
+                  "compute_capability": (9, 0)}],
+        "tpu": False, "environment": "local", "python": "3.12", "platform": "Linux-x86_64"},
+    # A Colab TPU runtime: a TPU VM (v2-8), a large AVX-512 host, no GPU.
+    "tpu-vm": {
+        "cpu_count": 96, "cpu_model": "Intel(R) Xeon(R) CPU @ 2.00GHz",
+        "cpu_flags": ("avx", "avx2", "avx512bw", "avx512f", "avx512vl", "f16c", "fma", "sse4_2"),
+        "memory_total_mib": 342000.0, "gpus": [], "tpu": True, "environment": "colab",
+        "python": "3.12", "platform": "Linux-x86_64"},
+}
+
 _lock = threading.Lock()
 _cached: Optional[Dict[str, Any]] = None
 
@@ -199,6 +257,10 @@ def _notable_flags(flags: Tuple[str, ...]) -> List[str]:
         out.append("AVX-512")
     elif "avx2" in flags:
         out.append("AVX2")
+    if "avx512_bf16" in flags or "amx_bf16" in flags:
+        out.append("BF16")
+    if "avx512_fp16" in flags or "amx_fp16" in flags:
+        out.append("FP16")
     if "amx_tile" in flags:
         out.append("AMX")
     return out

@@ -2,22 +2,25 @@
 
 Owns everything that watches the machine while a run trains. Pure of TensorFlow,
 IPython, widgets and matplotlib; NVML is touched only in ``tfwb.monitor.nvml``.
+Stand-ins for tests (a fake NVML, a scripted probe) live in ``tfwb.monitor.fakes``
+and are not part of this package's public names.
 
 Example:
-    >>> from tfwb.monitor import Sampler, FakeProbe
-    >>> with Sampler(interval_s=0.05, probes=[FakeProbe([{"rss_mib": 1.0}])]) as s:
-    ...     pass
-    >>> len(s.samples) >= 2
-    True
+    >>> from tfwb.monitor import Sampler
+    >>> from tfwb.monitor.fakes import FakeProbe
+    >>> s = Sampler(probes=[FakeProbe([{"rss_mib": 1.0}])])
+    >>> s.tick().rss_mib        # one sample now, on this thread; start() samples in the background
+    1.0
+    >>> len(s.stop())
+    1
 """
 from __future__ import annotations
 
-from .nvml import FakeNvml, NvmlProbe, driver_version, fake_nvml, gpu_info, nvml_available
-from .probes import FakeProbe, Probe, PsutilProbe
+from .nvml import NvmlProbe, driver_version, gpu_info, nvml_available
+from .probes import Probe, PsutilProbe
 from .sampler import MIN_INTERVAL_S, THREAD_NAME, Sampler, default_probes, sampler_threads
 
 __all__ = [
-    "Probe", "PsutilProbe", "FakeProbe", "NvmlProbe", "nvml_available", "gpu_info",
-    "driver_version", "FakeNvml", "fake_nvml",
+    "Probe", "PsutilProbe", "NvmlProbe", "nvml_available", "gpu_info", "driver_version",
     "Sampler", "default_probes", "sampler_threads", "MIN_INTERVAL_S", "THREAD_NAME",
 ]

@@ -1,13 +1,13 @@
 """Probes: small readers of one kind of utilization, each returning Sample fields.
 
-Owns the probe protocol, the CPU/RAM probe on psutil and the fake probe for tests.
+Owns the probe protocol and the CPU/RAM probe on psutil (the fake probe for tests is in
+``tfwb.monitor.fakes``).
 The NVML probe lives in ``tfwb.monitor.nvml`` so that all NVML calls stay in one place.
 """
 from __future__ import annotations
 
-import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Union, runtime_checkable
+from typing import Any, Callable, Dict, Optional, Protocol, runtime_checkable
 
 #: Fields of ``tfwb.records.Sample`` that a probe may return (``t_s`` is the sampler's).
 PROBE_FIELDS = ("cpu_process_pct", "cpu_system_pct", "rss_mib", "gpu_util_pct", "gpu_mem_used_mib")
@@ -41,6 +41,8 @@ class PsutilProbe:
         min_window_s (float, default 0.02): shortest window that yields CPU figures.
         psutil_module (module | None, default None): psutil itself, or a stand-in for tests;
             ``None`` imports psutil.
+        clock (callable() -> float, default time.monotonic): wall-clock seconds for the
+            CPU windows (a fake clock makes the figures exact in tests).
 
     Returns from ``read()``:
         ``cpu_process_pct`` (% of one core; can exceed 100 with several threads busy),
@@ -57,23 +59,24 @@ class PsutilProbe:
     """
 
     def __init__(self, pid: Optional[int] = None, min_window_s: float = 0.02,
-                 psutil_module: Any = None) -> None:
+                 psutil_module: Any = None, clock: Callable[[], float] = time.monotonic) -> None:
         if psutil_module is None:
             import psutil as psutil_module
         self._psutil = psutil_module
+        self._clock = clock
         self._process = psutil_module.Process(pid)
         self.min_window_s = float(min_window_s)
         self._prime()
 
     def _prime(self) -> None:
-        self._last_wall_s = time.monotonic()
+        self._last_wall_s = self._clock()
         self._last_process_s = _process_cpu_s(self._process.cpu_times())
         self._last_system = self._psutil.cpu_times()
 
     def read(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {"cpu_process_pct": None, "cpu_system_pct": None,
                                "rss_mib": self._process.memory_info().rss / 2**20}
-        wall_s = time.monotonic() - self._last_wall_s
+        wall_s = self._clock() - self._last_wall_s
         if wall_s >= self.min_window_s:
             process_s = _process_cpu_s(self._process.cpu_times()) - self._last_process_s
             out["cpu_process_pct"] = round(max(0.0, 100.0 * process_s / wall_s), 2)
@@ -107,60 +110,3 @@ def _busy_pct(before: Any, after: Any) -> Optional[float]:
     if total1 <= total0:
         return None
     return round(min(100.0, max(0.0, 100.0 * (busy1 - busy0) / (total1 - total0))), 2)
-
-
-class FakeProbe:
-    """A probe that returns given values, for tests and dry runs.
-
-    Args:
-        values (sequence of dict | callable(t_s) -> dict): a sequence is returned one
-            item per read, the last repeating once it runs out; an item that is an
-            exception is raised instead. A callable gets ``clock()`` and returns the dict.
-        clock (callable() -> float | None, default None): seconds for a callable ``values``;
-            ``None`` is seconds since this probe was built.
-
-    Attributes:
-        reads (int): how many times ``read()`` ran.
-        read_threads (list of str): the name of the thread of each read.
-        closed (bool): whether ``close()`` ran.
-
-    Raises:
-        ValueError: ``values`` is an empty sequence.
-
-    Example:
-        >>> probe = FakeProbe([{"rss_mib": 1.0}, RuntimeError("gone")])
-        >>> probe.read()
-        {'rss_mib': 1.0}
-    """
-
-    def __init__(self, values: Union[Sequence[Any], Callable[[float], Dict[str, Any]]],
-                 clock: Optional[Callable[[], float]] = None) -> None:
-        if callable(values):
-            self._fn: Optional[Callable[[float], Dict[str, Any]]] = values
-            self._values: List[Any] = []
-        else:
-            self._fn = None
-            self._values = list(values)
-            if not self._values:
-                raise ValueError("values must hold at least one dict (got an empty sequence)")
-        if clock is None:
-            t0_ns = time.perf_counter_ns()
-            clock = lambda: (time.perf_counter_ns() - t0_ns) / 1e9  # noqa: E731
-        self._clock = clock
-        self.reads = 0
-        self.read_threads: List[str] = []
-        self.closed = False
-
-    def read(self) -> Dict[str, Any]:
-        self.read_threads.append(threading.current_thread().name)
-        if self._fn is not None:
-            value = self._fn(self._clock())
-        else:
-            value = self._values[min(self.reads, len(self._values) - 1)]
-        self.reads += 1
-        if isinstance(value, BaseException):
-            raise value
-        return dict(value)
-
-    def close(self) -> None:
-        self.closed = True

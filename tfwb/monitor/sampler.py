@@ -61,8 +61,10 @@ class Sampler:
     One sample is taken on the caller's thread at ``start()`` and one at ``stop()``, so even
     a very short run has two; all others are taken by the daemon thread ``"tfwb-sampler"``
     every ``interval_s`` (on a fixed schedule; ticks missed while a probe was slow are
-    skipped, not bunched). The Sampler owns its probes: ``stop()`` closes them. It runs
-    once: build a new one for the next run.
+    skipped, not bunched). ``tick()`` takes one sample on the caller's thread, with or
+    without the thread running: tests drive a Sampler tick by tick with a fake clock. The
+    Sampler owns its probes: ``stop()`` closes them. It runs once: build a new one for the
+    next run.
 
     Args:
         interval_s (float, default 0.2): seconds between samples; at least ``MIN_INTERVAL_S``.
@@ -81,11 +83,17 @@ class Sampler:
         ValueError: ``interval_s`` is not a finite number >= ``MIN_INTERVAL_S``.
 
     Example:
-        >>> from tfwb.monitor import FakeProbe
+        >>> from tfwb.monitor.fakes import FakeProbe
         >>> with Sampler(interval_s=0.05, probes=[FakeProbe([{"rss_mib": 10.0}])]) as s:
         ...     pass
         >>> [x.rss_mib for x in s.samples][:2]
         [10.0, 10.0]
+        >>> manual = Sampler(probes=[FakeProbe([{"rss_mib": 1.0}, {"rss_mib": 2.0}])],
+        ...                  clock=iter([0.0, 0.2, 0.4]).__next__)
+        >>> [manual.tick().t_s, manual.tick().t_s]      # no thread: one sample per call
+        [0.0, 0.2]
+        >>> [x.rss_mib for x in manual.stop()]          # stop() takes no sample unless started
+        [1.0, 2.0]
     """
 
     def __init__(self, interval_s: float = 0.2, probes: Optional[Sequence[Probe]] = None,
@@ -98,6 +106,8 @@ class Sampler:
         self._probes: Optional[List[Probe]] = list(probes) if probes is not None else None
         self._clock = clock
         self._lock = threading.Lock()
+        self._read_lock = threading.Lock()  # one probe read at a time: tick() vs the thread
+        self._ready = False                 # probes and clock resolved (start() or tick())
         self._samples: List[Sample] = []
         self._errors: List[str] = []
         self.error_count = 0
@@ -136,11 +146,7 @@ class Sampler:
         """
         if self._state != "new":
             raise RuntimeError(f"this Sampler is {self._state}; build a new one for each run")
-        if self._probes is None:
-            self._probes = default_probes()
-        if self._clock is None:
-            t0_ns = time.perf_counter_ns()
-            self._clock = lambda: (time.perf_counter_ns() - t0_ns) / 1e9
+        self._prepare()
         self._take()  # a clock that raises here raises from start(): no thread exists yet
         self._state = "running"
         self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
@@ -154,7 +160,10 @@ class Sampler:
             All samples (as ``samples``).
         """
         if self._state != "running":
-            self._state = "stopped" if self._state == "new" else self._state
+            if self._state == "new":
+                self._state = "stopped"
+                if self._ready:  # driven by tick() alone: release the probes it used
+                    self._close_probes()
             return self.samples
         self._state = "stopped"
         self._stop_event.set()
@@ -173,12 +182,24 @@ class Sampler:
                 self._take()
             except Exception as e:  # noqa: BLE001 - e.g. a caller's clock that raised
                 self._record_error(f"final sample lost: {type(e).__name__}: {e}")
-            for probe in self._probes or ():
-                try:
-                    probe.close()
-                except Exception as e:  # noqa: BLE001 - closing must not hide the run's result
-                    self._record_error(f"{type(probe).__name__}.close: {type(e).__name__}: {e}")
+            self._close_probes()
         return self.samples
+
+    def tick(self) -> Sample:
+        """Take one sample now, on the caller's thread, and return it.
+
+        Works before ``start()`` (no thread is started: the caller decides when samples
+        are taken, e.g. a test with a fake clock) and while running (an extra sample).
+        A probe that raises costs its fields in this sample (recorded in ``errors``).
+
+        Raises:
+            RuntimeError: the Sampler was stopped (its probes are closed).
+            Exception: whatever the clock raises.
+        """
+        if self._state == "stopped":
+            raise RuntimeError("this Sampler is stopped; build a new one to sample again")
+        self._prepare()
+        return self._take()
 
     # -- as a run observer (tfwb.observers): sample from the first step to the end --
     def on_run_start(self, run: Any) -> None:
@@ -202,6 +223,24 @@ class Sampler:
                 f"{len(self._samples)} samples, {self.error_count} errors)")
 
     # -- internals ---------------------------------------------------------------
+    def _prepare(self) -> None:
+        """Resolve the default probes and clock once (at ``start()`` or the first ``tick()``)."""
+        if self._ready:
+            return
+        if self._probes is None:
+            self._probes = default_probes()
+        if self._clock is None:
+            t0_ns = time.perf_counter_ns()
+            self._clock = lambda: (time.perf_counter_ns() - t0_ns) / 1e9
+        self._ready = True
+
+    def _close_probes(self) -> None:
+        for probe in self._probes or ():
+            try:
+                probe.close()
+            except Exception as e:  # noqa: BLE001 - closing must not hide the run's result
+                self._record_error(f"{type(probe).__name__}.close: {type(e).__name__}: {e}")
+
     def _run(self) -> None:
         next_s = time.monotonic() + self.interval_s
         while not self._stop_event.wait(max(0.0, next_s - time.monotonic())):
@@ -214,7 +253,11 @@ class Sampler:
             if behind_s > 0:  # a slow read: skip the missed ticks instead of bunching them
                 next_s += math.ceil(behind_s / self.interval_s) * self.interval_s
 
-    def _take(self) -> None:
+    def _take(self) -> Sample:
+        with self._read_lock:
+            return self._take_locked()
+
+    def _take_locked(self) -> Sample:
         t_s = float(self._clock())
         fields: Dict[str, Any] = {}
         for probe in self._probes or ():
@@ -235,6 +278,7 @@ class Sampler:
         sample = Sample(t_s=t_s, **fields)
         with self._lock:
             self._samples.append(sample)
+        return sample
 
     def _record_error(self, message: str) -> None:
         with self._lock:

@@ -1,0 +1,358 @@
+"""Tests of tfwb.expect: A/B and threshold checks, and hardware-dependent expectations.
+
+Pure: no TensorFlow, no timing. Every hardware-dependent expectation is run against the
+described machines of ``tfwb.hardware.DESCRIBED`` (a 2-core AVX2 CPU, AVX-512 CPUs with
+BF16 and with AMX, a Colab T4, an A100, an H100, a TPU VM).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+import tfwb
+from tfwb import expect, stats
+from tfwb.config import RunConfig
+from tfwb.expect import (FASTER, NOT_FASTER, NOT_SLOWER, SAME, SLOWER, AB, Check, Expected, ab,
+                         at_least, at_most, bound_of, equal, expected_for, knob, target, where)
+from tfwb.hardware import DESCRIBED
+from tfwb.records import RunResult, Sample
+
+ROOT = Path(__file__).resolve().parents[1]
+MACHINES = ("binder-2core-avx2", "cpu-2core-avx512-bf16", "cpu-2core-avx512-amx", "colab-t4",
+            "a100", "h100", "tpu-vm")
+X = None  # no fixed expectation on that machine
+
+# The book's expectations, knob x machine (columns in MACHINES order), for a step that is
+# compute-bound (bound unknown) unless the row names a bound.
+MATRIX = {
+    ("mixed_precision", "mixed_float16", None): (SLOWER, SLOWER, X, FASTER, FASTER, FASTER, NOT_FASTER),
+    ("mixed_precision", "mixed_bfloat16", None): (SLOWER, NOT_SLOWER, NOT_SLOWER, NOT_FASTER, FASTER,
+                                                  FASTER, NOT_SLOWER),
+    ("mixed_precision", "mixed_float16", "input"): (NOT_FASTER, NOT_FASTER, X, NOT_SLOWER, NOT_SLOWER,
+                                                    NOT_SLOWER, NOT_FASTER),
+    ("mixed_precision", "mixed_float16", "overhead"): (SLOWER, SLOWER, X, NOT_FASTER, NOT_FASTER,
+                                                       NOT_FASTER, NOT_FASTER),
+    ("jit_compile", True, None): (NOT_FASTER,) * 3 + (NOT_SLOWER,) * 3 + (SAME,),
+    ("jit_compile", True, "overhead"): (NOT_FASTER,) * 3 + (FASTER,) * 3 + (SAME,),
+    ("steps_per_execution", 8, None): (NOT_SLOWER,) * 6 + (FASTER,),
+    ("steps_per_execution", 8, "overhead"): (NOT_SLOWER,) * 3 + (FASTER,) * 4,
+    ("strategy", "mirrored", None): (SLOWER,) * 3 + (NOT_FASTER,) * 3 + (SLOWER,),
+    ("strategy", "multi_worker", None): (SLOWER,) * 3 + (X,) * 3 + (SLOWER,),
+    ("strategy", "tpu", None): (X,) * 7,
+    ("prefetch", True, "input"): (FASTER,) * 7,
+    ("prefetch", True, "compute"): (NOT_SLOWER,) * 7,
+    ("prefetch", True, None): (NOT_SLOWER,) * 7,
+    ("interleave", True, "input"): (FASTER,) * 7,
+    ("cache", True, "overhead"): (NOT_SLOWER,) * 7,
+    ("sync", False, None): (NOT_SLOWER,) * 3 + (FASTER,) * 4,
+}
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+@pytest.mark.parametrize("knob_name, value, bound", list(MATRIX))
+def test_expected_direction_per_knob_and_machine(knob_name, value, bound, machine):
+    want = MATRIX[knob_name, value, bound][MACHINES.index(machine)]
+    e = expected_for(DESCRIBED[machine], knob_name, value, bound=bound)
+    assert e.direction == want, e.text()
+    assert e.why and e.than
+    assert e.text().startswith("no fixed expectation: " if want is None else f"{want} ")
+
+
+# The sentence a reader of chapter 00 sees before the mixed_float16 run, per machine.
+MIXED_FLOAT16 = {
+    "binder-2core-avx2":
+        "Expecting: mixed_precision='mixed_float16' on this CPU (2 cores, AVX2): slower (without "
+        "AVX-512, oneDNN runs no float16 at all: TF falls back to generic Eigen kernels, often many "
+        "times slower).",
+    "cpu-2core-avx512-bf16":
+        "Expecting: mixed_precision='mixed_float16' on this CPU (2 cores, AVX-512, BF16): slower (this "
+        "CPU has no float16 arithmetic (no AVX-512 FP16): oneDNN computes in float32 and converts, so "
+        "the policy's casts are pure cost).",
+    "cpu-2core-avx512-amx":
+        "Expecting: mixed_precision='mixed_float16' on this CPU (2 cores, AVX-512, BF16, FP16, AMX): no "
+        "fixed direction (this CPU has float16 arithmetic that TF's CPU kernels can use, but whether it "
+        "outweighs the casts on a small model was not measured for the book).",
+    "colab-t4":
+        "Expecting: mixed_precision='mixed_float16' on Tesla T4 (compute capability 7.5): faster "
+        "(float16 Tensor Cores (compute capability 7.5) run matmuls and convolutions several times "
+        "faster than float32 and halve activation memory, on a step busy with them).",
+    "a100":
+        "Expecting: mixed_precision='mixed_float16' on NVIDIA A100-SXM4-40GB (compute capability "
+        "8.0): faster (float16 Tensor Cores (compute capability 8.0) run matmuls and convolutions "
+        "several times faster than float32 and halve activation memory, on a step busy with them "
+        "(float32 matmuls already use TF32 Tensor Cores here, so the gain is smaller than on a T4)).",
+    "h100":
+        "Expecting: mixed_precision='mixed_float16' on NVIDIA H100 80GB HBM3 (compute capability "
+        "9.0): faster (float16 Tensor Cores (compute capability 9.0) run matmuls and convolutions "
+        "several times faster than float32 and halve activation memory, on a step busy with them "
+        "(float32 matmuls already use TF32 Tensor Cores here, so the gain is smaller than on a T4)).",
+    "tpu-vm":
+        "Expecting: mixed_precision='mixed_float16' on a TPU: not faster (TPUs have bfloat16 matrix "
+        "units, not float16 ones: use mixed_bfloat16 on a TPU).",
+}
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+def test_the_mixed_float16_sentence_each_machine_prints(machine):
+    assert str(knob(DESCRIBED[machine], mixed_precision="mixed_float16")) == MIXED_FLOAT16[machine]
+
+
+@pytest.mark.parametrize("machine, measured_s, verdict", [
+    ("binder-2core-avx2", [2.4] * 9, "agreed"),          # FACTS: 2.4x slower (bfloat16 on AVX2)
+    ("cpu-2core-avx512-bf16", [1.6] * 9, "agreed"),      # FACTS: 1.6x slower
+    ("colab-t4", [0.6] * 9, "agreed"),                   # Tensor Cores
+    ("h100", [0.5] * 9, "agreed"),
+    ("tpu-vm", [1.0] * 9, "agreed"),                     # not faster: the same speed agrees
+    ("cpu-2core-avx512-amx", [1.6] * 9, "cannot tell"),  # no fixed expectation: never "did NOT agree"
+])
+def test_each_machine_agrees_with_what_it_should_measure(machine, measured_s, verdict):
+    float32_s = [1.0] * 9
+    c = knob(DESCRIBED[machine], mixed_precision="mixed_float16").check(float32_s, measured_s)
+    assert c.result == verdict, str(c)
+
+
+def test_a_check_written_for_a_cpu_fails_a_t4_reader_and_knob_does_not():
+    float32_s, t4_half_s = [1.0] * 9, [0.6] * 9
+    written_for_cpu = ab("mixed_float16 on this machine", "slower").check(float32_s, t4_half_s)
+    assert written_for_cpu.result == "did NOT agree"
+    assert knob(DESCRIBED["colab-t4"], mixed_precision="mixed_float16").check(float32_s, t4_half_s).agreed
+
+
+# -- where the step runs -------------------------------------------------------------------
+def test_target_and_where():
+    tpu, t4 = DESCRIBED["tpu-vm"], DESCRIBED["colab-t4"]
+    assert [target(tpu), target(tpu, "tpu"), target(tpu, "default")] == ["tpu", "tpu", "cpu"]
+    assert [target(t4), target(t4, "tpu"), target(DESCRIBED["binder-2core-avx2"])] == ["gpu", "none", "cpu"]
+    assert where(tpu, "default") == "this TPU VM's host CPU (96 cores, AVX-512)"
+    assert where({"gpus": [{"name": "A"}, {"name": "A"}]}) == "2x A"
+    assert where({}) == "this CPU"
+
+
+def test_a_tpu_vm_without_the_tpu_strategy_gets_its_host_cpu_rules():
+    cfg = RunConfig(strategy="default")
+    e = expected_for(DESCRIBED["tpu-vm"], "mixed_precision", "mixed_bfloat16", cfg)
+    assert e.direction == SLOWER and "no bfloat16 instructions" in e.why   # its host has no BF16
+    on_tpu = expected_for(DESCRIBED["tpu-vm"], "mixed_precision", "mixed_bfloat16", RunConfig(strategy="tpu"))
+    assert on_tpu.direction == NOT_SLOWER
+    assert knob(DESCRIBED["tpu-vm"], cfg, mixed_precision="mixed_bfloat16").claim.endswith(
+        "on this TPU VM's host CPU (96 cores, AVX-512)")
+
+
+def test_gpu_rules_follow_compute_capability():
+    def gpu(cc):
+        return {"gpus": [{"name": "G", "compute_capability": cc}]}
+
+    assert expected_for(gpu((6, 1)), "mixed_precision", "mixed_float16").direction == NOT_FASTER
+    assert expected_for(gpu((7, 0)), "mixed_precision", "mixed_float16").direction == FASTER
+    assert expected_for(gpu([7, 5]), "mixed_precision", "mixed_bfloat16").direction == NOT_FASTER  # JSON list
+    assert expected_for(gpu((8, 6)), "mixed_precision", "mixed_bfloat16").direction == FASTER
+    assert expected_for(gpu(None), "mixed_precision", "mixed_float16").direction is None
+    two = {"gpus": [{"name": "P4", "compute_capability": (6, 1)}, {"name": "T4", "compute_capability": (7, 5)}]}
+    assert expect.best_compute_capability(two) == (7, 5)
+    assert expected_for(two, "strategy", "mirrored").direction is None
+
+
+def test_parallel_map_exceptions():
+    hw = DESCRIBED["h100"]
+    gen = RunConfig(data_source="generator")
+    assert "GIL" in expected_for(hw, "parallel_map", True, gen, bound="input").why
+    assert expected_for(hw, "parallel_map", True, gen, bound="input").direction == NOT_SLOWER
+    one_core = dict(DESCRIBED["binder-2core-avx2"], cpu_count=1)
+    assert expected_for(one_core, "parallel_map", True, bound="input").direction == NOT_SLOWER
+    assert expected_for(hw, "data_source", "memory", gen, bound="input").than == "data_source='generator'"
+
+
+@pytest.mark.parametrize("knob_name, value", [
+    ("mixed_precision", "off"), ("mixed_precision", "float64"), ("jit_compile", False),
+    ("steps_per_execution", 1), ("strategy", "default"), ("strategy", "parameter_server"),
+    ("prefetch", False), ("data_source", "generator"), ("sync", True), ("learning_rate", 0.1),
+])
+def test_expected_for_refuses_baselines_and_unknown_knobs(knob_name, value):
+    with pytest.raises(ValueError, match=knob_name if knob_name != "learning_rate" else "knob="):
+        expected_for(DESCRIBED["h100"], knob_name, value)
+
+
+def test_expected_for_refuses_an_unknown_bound():
+    with pytest.raises(ValueError, match="bound='gpu'"):
+        expected_for(DESCRIBED["h100"], "jit_compile", True, bound="gpu")
+
+
+def test_expected_refuses_an_unknown_direction():
+    with pytest.raises(ValueError, match="direction='quicker'"):
+        Expected("quicker", "why")
+
+
+# -- what the baseline run says ----------------------------------------------------------------
+def result(step_s=0.1, wait_s=0.0, n=9, gpu_util=None, **cfg) -> RunResult:
+    samples = ()
+    if gpu_util is not None:
+        samples = tuple(Sample(t_s=i * 0.1, gpu_util_pct=(gpu_util,)) for i in range(n))
+    return RunResult(config=RunConfig(**cfg), step_times_s=(step_s,) * n, input_wait_s=(wait_s,) * n,
+                     samples=samples)
+
+
+def test_bound_of():
+    assert bound_of(result(wait_s=0.02)) == "input"                 # exactly 20 %
+    assert bound_of(result(wait_s=0.019)) == "compute"
+    assert bound_of(result(gpu_util=30.0)) == "overhead"
+    assert bound_of(result(gpu_util=97.0)) == "compute"
+    assert bound_of(RunResult(config=RunConfig(), status="failed")) is None
+    assert bound_of(None) is None
+
+
+def test_a_measured_baseline_decides_the_bound():
+    t4 = DESCRIBED["colab-t4"]
+    assert expected_for(t4, "jit_compile", True, result(gpu_util=30.0)).direction == FASTER
+    assert expected_for(t4, "mixed_precision", "mixed_float16", result(wait_s=0.05)).direction == NOT_SLOWER
+    assert expected_for(t4, "mixed_precision", "mixed_float16", RunConfig(data_source="memory")).direction == FASTER
+    assert expected_for(t4, "mixed_precision", "mixed_float16", result(gpu_util=30.0)).direction == NOT_FASTER
+
+
+def test_prefetch_expects_at_most_the_shorter_of_wait_and_compute():
+    hw = DESCRIBED["binder-2core-avx2"]
+    balanced = expected_for(hw, "prefetch", True, result(step_s=0.1, wait_s=0.04))
+    assert balanced.direction == FASTER and "40%" in balanced.why
+    starved = expected_for(hw, "prefetch", True, result(step_s=0.1, wait_s=0.095))   # compute 5 ms of 100
+    assert starved.direction == NOT_SLOWER and "5%" in starved.why
+
+
+def test_knob_combines_input_knobs_and_refuses_opposites():
+    hw = DESCRIBED["colab-t4"]
+    e = knob(hw, result(step_s=0.1, wait_s=0.05), prefetch=True, interleave=True)
+    assert e.expected == FASTER and not e.compute
+    assert e.claim == "prefetch=True, interleave=True on Tesla T4 (compute capability 7.5)"
+    with pytest.raises(ValueError, match="one at a time"):
+        knob(hw, mixed_precision="mixed_float16", strategy="mirrored")
+    with pytest.raises(ValueError, match="at least one knob"):
+        knob(hw)
+
+
+def test_a_compute_lesson_hidden_by_input_wait_cannot_tell():
+    e = knob(DESCRIBED["h100"], mixed_precision="mixed_float16")
+    assert e.compute and e.expected == FASTER
+    c = e.check(result(step_s=0.1, wait_s=0.02), result(step_s=0.1, wait_s=0.09))
+    assert c.agreed is None and c.result == "cannot tell"
+    assert "data_source='memory'" in str(c)
+    in_memory = e.check(result(step_s=0.1), result(step_s=0.1))     # no input wait: a real miss
+    assert in_memory.result == "did NOT agree"
+
+
+# -- A/B checks ---------------------------------------------------------------------------------
+BASE, HALF = [2.0] * 9, [1.0] * 9
+
+
+@pytest.mark.parametrize("expected, candidate, agreed", [
+    (FASTER, HALF, True), (SLOWER, HALF, False), (NOT_SLOWER, HALF, True), (NOT_FASTER, HALF, False),
+    (SAME, HALF, False), (SAME, BASE, True), (NOT_SLOWER, BASE, True), (NOT_FASTER, BASE, True),
+    (FASTER, BASE, False),
+])
+def test_ab_directions(expected, candidate, agreed):
+    assert ab("claim", expected).check(BASE, candidate).agreed is agreed
+
+
+def test_ab_sentence_and_tfwb_check_are_the_same():
+    text = "Expected: caching helps (faster). Measured: 2.00x faster. Result: agreed."
+    assert str(ab("caching helps", "faster").check(BASE, HALF)) == text
+    assert str(tfwb.check("caching helps", BASE, HALF, "faster")) == text
+    assert isinstance(tfwb.check("x", BASE, HALF, "faster"), Check)
+
+
+def test_ab_with_an_expected_keeps_its_reason():
+    e = ab("prefetch", Expected(FASTER, "it overlaps"))
+    assert isinstance(e, AB) and e.why == "it overlaps"
+    assert str(e) == "Expecting: prefetch: faster (it overlaps)."
+
+
+def test_ab_refuses_an_unknown_direction():
+    with pytest.raises(ValueError, match="expected='quicker'"):
+        ab("claim", "quicker")
+
+
+def test_ab_takes_results_call_times_and_comparisons():
+    ok = RunResult(config=RunConfig(), step_times_s=tuple(BASE))
+    failed = RunResult(config=RunConfig(), status="failed", error="OOM", step_times_s=(1.0,) * 9)
+
+    class CallTimes:
+        times_s = tuple(HALF)
+
+    assert ab("x", FASTER).check(ok, CallTimes()).agreed is True
+    c = ab("x", FASTER).check(ok, failed)
+    assert c.agreed is None and str(c) == ("Expected: x (faster). Measured: nothing to compare "
+                                           "(a run failed). Result: cannot tell.")
+    rounds = stats.compare_rounds([1.0] * 8, [0.8] * 8)
+    assert ab("x", FASTER).check(rounds).agreed is True
+    few = ab("x", FASTER).check([2.0] * 3, [1.0] * 3)
+    assert few.agreed is None and few.result == stats.TOO_FEW
+
+
+def test_no_fixed_expectation_reports_the_measurement_and_cannot_tell():
+    c = ab("x", None).check(BASE, HALF)
+    assert str(c) == ("Expected: x (no fixed direction). Measured: 2.00x faster. "
+                      "Result: cannot tell (no fixed expectation on this hardware).")
+
+
+# -- threshold and equality checks ----------------------------------------------------------------
+def test_at_least_and_at_most_are_inclusive():
+    assert at_least("x", 5, "x").check(5.0).agreed is True
+    assert at_least("x", 5, "x").check(4.99).agreed is False
+    assert at_most("x", 5, "%").check(5.0).agreed is True
+    assert at_most("x", 5, "%").check(5.01).agreed is False
+
+
+@pytest.mark.parametrize("value, text", [
+    (38.21, "38.2x"), (5.0, "5x"), (1234.5, "1,234x"), (0.5, "0.50x"), (0.004, "0.004x"),
+])
+def test_threshold_formats_numbers(value, text):
+    assert at_least("x", 5, "x").check(value).measured == text
+
+
+def test_threshold_sentences():
+    assert str(at_least("the first call traces", 5, "x").check(38.2)) == (
+        "Expected: the first call traces (at least 5x). Measured: 38.2x. Result: agreed.")
+    assert str(at_most("the sync's own cost", 100, "µs").check(230)) == (
+        "Expected: the sync's own cost (at most 100 µs). Measured: 230 µs. Result: did NOT agree.")
+    assert str(at_most("x", 5, "%", why="the profiler's threshold")) == (
+        "Expecting: x: at most 5% (the profiler's threshold).")
+    for missing in (None, math.nan):
+        c = at_least("x", 5).check(missing)
+        assert c.agreed is None and str(c) == "Expected: x (at least 5). Measured: nothing measured. Result: cannot tell."
+
+
+def test_equal():
+    e = equal("the naive run", "highly input-bound")
+    assert str(e.check("highly input-bound")).endswith("Result: agreed.")
+    assert str(e.check("moderately input-bound")) == (
+        "Expected: the naive run (highly input-bound). Measured: moderately input-bound. "
+        "Result: did NOT agree.")
+    assert equal("reads", 4).check(12).agreed is False
+
+
+# -- the table -------------------------------------------------------------------------------------
+def test_table_lists_every_machine_and_change():
+    text = expect.table()
+    for name in MACHINES:
+        assert f"## {name}: " in text and f" {name} |" in text
+    for label, *_ in expect.TABLE_CHANGES:
+        assert text.count(f"- {label}: ") == len(MACHINES)
+    assert "| mixed_precision='mixed_float16' | slower | slower | - | faster | faster | faster | not faster |" in text
+
+
+def test_the_committed_table_is_up_to_date():
+    path = ROOT / "benchmarks" / "results" / "expectations.md"
+    assert path.read_text(encoding="utf-8") == expect.table(), \
+        "run: python benchmarks/expectations.py"
+
+
+@pytest.mark.parametrize("flags, half, bf16", [
+    ((), SLOWER, SLOWER),                                  # no /proc/cpuinfo: no claim about AVX-512
+    (("fp", "asimd"), SLOWER, SLOWER),                     # Arm without half or bfloat16 arithmetic
+    (("fp", "asimd", "fphp", "bf16"), None, None),         # Arm v8.2+ with both: not measured
+])
+def test_cpus_with_unknown_or_arm_flags(flags, half, bf16):
+    hw = {"gpus": [], "cpu_flags": flags, "cpu_count": 4}
+    h = expected_for(hw, "mixed_precision", "mixed_float16")
+    b = expected_for(hw, "mixed_precision", "mixed_bfloat16")
+    assert (h.direction, b.direction) == (half, bf16)
+    assert "AVX-512" not in h.why and "AVX-512 BF16 or AMX" not in b.why
