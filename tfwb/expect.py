@@ -552,8 +552,8 @@ def _jit(kind: str, bound: Optional[str]) -> Expected:
         return Expected(NOT_SLOWER, "large matmuls and convolutions run in the same cuBLAS/cuDNN "
                         "kernels either way; XLA fuses the small ops around them (the first step "
                         "compiles)", than)
-    return Expected(NOT_FASTER, "XLA's CPU backend does without the oneDNN kernels TF's own CPU path "
-                    "uses: often slower on small models; the first step compiles", than)
+    return Expected(NOT_FASTER, "XLA's CPU code generation rarely beats the oneDNN kernels TF's own CPU "
+                    "path uses: often slower on small models; the first step compiles", than)
 
 
 def _steps_per_call(kind: str, bound: Optional[str]) -> Expected:
