@@ -1,10 +1,13 @@
-"""Tests of tfwb.tf.images and tfwb.tf.data: generated image files and knob-driven pipelines."""
+"""Tests of tfwb.tf.images, tfwb.tf.pipeline and the built-in workloads: generated image files,
+knob-driven pipelines, the mlp workload, a cache that caches."""
 from __future__ import annotations
 
 import collections
+import gc
 import json
 import os
 import shutil
+import sys
 
 import pytest
 
@@ -15,9 +18,10 @@ import tfwb.tf.train  # noqa: E402,F401
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+import tfwb  # noqa: E402
 from tfwb.config import RunConfig  # noqa: E402
 from tfwb.tf import data as tfdata  # noqa: E402
-from tfwb.tf import images  # noqa: E402
+from tfwb.tf import images, pipeline  # noqa: E402
 from tfwb.workloads import get_workload, register_workload, unregister_workload  # noqa: E402
 
 pytestmark = pytest.mark.tf
@@ -44,7 +48,8 @@ def user_workload():
 
 
 def cfg(**changes) -> RunConfig:
-    base = dict(size="small", batch_size=16, storage_latency_ms=0, sample_interval_s=0.05)
+    base = dict(size="small", batch_size=16, storage_latency_ms=0, sample_interval_s=0.05,
+                steps=3, warmup_steps=1)
     base.update(changes)
     return RunConfig(**base)
 
@@ -301,3 +306,180 @@ def test_user_data_fn_must_return_a_dataset(user_workload, returned):
     msg = str(info.value)
     assert "data_fn" in msg and USER in msg and "tf.data.Dataset" in msg
     assert type(returned).__name__ in msg
+
+
+# -- the mlp workload -------------------------------------------------------------------------------
+def test_mlp_rows_are_seeded_and_labelled_by_the_teacher():
+    from tfwb.tf.workloads import mlp
+
+    spec = mlp.SPECS["small"]
+    x, y = mlp.rows("small", seed=0)
+    assert x.shape == (spec.n_rows, spec.n_features) and x.dtype == np.float32
+    assert y.shape == (spec.n_rows,) and set(np.unique(y)) <= set(range(spec.n_classes))
+    assert len(np.unique(y)) >= spec.n_classes // 2, "labels use many classes"
+    again, _ = mlp.rows("small", seed=0)
+    other, _ = mlp.rows("small", seed=1)
+    assert np.array_equal(x, again) and not np.array_equal(x, other)
+    with pytest.raises(ValueError, match="size='medium'"):
+        mlp.rows("medium")
+
+
+def test_mlp_model_is_deep_narrow_with_float32_logits_under_mixed_precision():
+    import keras
+    from tfwb.tf.workloads import mlp
+
+    before = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        for size, spec in mlp.SPECS.items():
+            model = mlp.model(cfg(workload="mlp", size=size))
+            dense = [layer for layer in model.layers if isinstance(layer, keras.layers.Dense)]
+            assert len(dense) == spec.n_layers + 1
+            assert {layer.units for layer in dense[:-1]} == {spec.width} and 32 <= spec.width <= 64
+            assert 8 <= spec.n_layers <= 16
+            assert dense[0].compute_dtype == "bfloat16" and model.output.dtype == "float32"
+    finally:
+        keras.mixed_precision.set_global_policy(before)
+
+
+def test_mlp_pipeline_batches_rows_and_notes_knobs_without_effect():
+    _, notes, x, y = first_batch(cfg(workload="mlp", interleave=True, parallel_map=True, storage_latency_ms=5.0))
+    assert x.shape == (16, 16) and x.dtype == tf.float32 and y.dtype == tf.int32
+    assert [n.split(" ")[0] for n in notes] == ["interleave", "parallel_map", "storage_latency_ms"]
+    assert all("does not apply to workload 'mlp'" in n for n in notes)
+    _, notes, x, _ = first_batch(cfg(workload="mlp", data_source="memory"))
+    assert x.shape == (16, 16) and any("data_source='memory'" in n for n in notes)
+
+
+def test_mlp_refuses_the_generator_source_before_any_work():
+    with pytest.raises(ValueError) as info:
+        tfdata.build_dataset(cfg(workload="mlp", data_source="generator"))
+    assert "data_source='generator' does not apply to workload 'mlp'" in str(info.value)
+    result = tfwb.run(cfg(workload="mlp", data_source="generator", steps=2, warmup_steps=0))
+    assert result.status == "failed" and "data_source='generator'" in result.error
+    assert result.step_times_s == ()
+
+
+def test_mlp_trains_and_its_loss_falls():
+    result = tfwb.run(cfg(workload="mlp", batch_size=64, steps=40, warmup_steps=5))
+    assert result.ok, result.error
+    first, last = np.mean(result.warmup_losses), np.mean(result.losses[-5:])
+    assert last < first - 0.05, (first, last)
+
+
+def test_a_workload_module_written_now_trains_through_a_lazy_registration(tmp_path, monkeypatch):
+    (tmp_path / "tfwb_test_tiny_workload.py").write_text(
+        "import keras, numpy as np, tensorflow as tf\n"
+        "def model(cfg):\n"
+        "    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, dtype='float32')])\n"
+        "def data(cfg):\n"
+        "    x = np.random.default_rng(0).standard_normal((64, 4)).astype('float32')\n"
+        "    return tf.data.Dataset.from_tensor_slices((x, (x[:, 0] > 0).astype('int32')))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    register_workload(USER, model_fn="tfwb_test_tiny_workload:model", data_fn="tfwb_test_tiny_workload:data")
+    try:
+        result = tfwb.run(cfg(workload=USER, steps=3, warmup_steps=1))
+    finally:
+        unregister_workload(USER)
+        sys.modules.pop("tfwb_test_tiny_workload", None)
+    assert result.ok and len(result.step_times_s) == 3, result.error
+
+
+# -- a cache that caches ----------------------------------------------------------------------------
+ROWS = 96
+
+
+@pytest.fixture
+def counted(user_workload):
+    """A user workload of ROWS rows whose every element produced from the source is counted."""
+    reads = []
+
+    def note(i):
+        reads.append(int(i))
+        return i
+
+    def data_fn(cfg_):
+        x = np.random.default_rng(0).standard_normal((ROWS, 4)).astype("float32")
+        ds = tf.data.Dataset.from_tensor_slices((x, (x[:, 0] > 0).astype("int32"), np.arange(ROWS)))
+
+        def count(x, y, i):
+            done = tf.py_function(note, [i], tf.int64)
+            with tf.control_dependencies([done]):
+                return tf.identity(x), y
+
+        return ds.map(count)
+
+    register_workload(USER, model_fn=lambda cfg_: tf.keras.Sequential(
+        [tf.keras.Input((4,)), tf.keras.layers.Dense(2, dtype="float32")]), data_fn=data_fn)
+    return reads
+
+
+@pytest.mark.parametrize("steps", [2, 20])       # 48 and 336 examples: shorter and longer than an epoch
+def test_memory_cache_is_filled_once_before_the_run(counted, steps):
+    result = tfwb.run(cfg(workload=USER, steps=steps, warmup_steps=1, cache=True, prefetch=True))
+    assert result.ok, result.error
+    assert sorted(counted) == list(range(ROWS)), "one epoch read from the source, every later element from the cache"
+    [note] = [n for n in result.notes if n.startswith("cache=True")]
+    assert f"filled with one epoch ({ROWS} elements" in note and "before the first step" in note
+
+
+@pytest.mark.parametrize("steps", [2, 20])
+def test_file_cache_is_filled_once_and_removed_with_its_dataset(counted, tmp_path, steps):
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    result = tfwb.run(cfg(workload=USER, steps=steps, warmup_steps=1, cache=str(folder / "run")))
+    assert result.ok, result.error
+    assert sorted(counted) == list(range(ROWS))
+    [note] = [n for n in result.notes if n.startswith("cache='")]
+    assert f"filled with one epoch ({ROWS} elements" in note and str(folder / "run") in note
+    gc.collect()
+    assert os.listdir(folder) == []
+
+
+def test_cache_fill_returns_count_and_a_complete_file_cache(tmp_path):
+    prefix = str(tmp_path / "fill")
+    n, seconds = pipeline.fill_cache(tf.data.Dataset.range(10).cache(prefix), tf.data.Options(), prefix)
+    assert n == 10 and seconds >= 0
+    n, _ = pipeline.fill_cache(tf.data.Dataset.range(7).cache(), tf.data.Options())
+    assert n == 7
+    assert os.path.exists(prefix + ".index") and not [p for p in os.listdir(tmp_path) if "lockfile" in p]
+
+
+def test_images_cache_notes_say_what_was_cached(data_dir):
+    _, notes = tfdata.build_dataset(cfg(cache=True), get_workload("images"))
+    assert len(notes) == 1 and f"({SMALL.n_images} elements" in notes[0]
+    mib = SMALL.n_images * SMALL.image_px ** 2 * 3 / 2**20
+    assert f"{mib:.1f} MiB" in notes[0]
+
+
+def test_cache_of_data_that_never_ends_is_refused(user_workload):
+    w = user_workload(lambda cfg_: toy_data(cfg_).repeat())
+    with pytest.raises(ValueError) as info:
+        tfdata.build_dataset(cfg(workload=USER, cache=True), w)
+    assert "cache=True" in str(info.value) and "never ends" in str(info.value)
+    ds, _ = tfdata.build_dataset(cfg(workload=USER), w)          # without a cache it is fine
+    assert next(iter(ds))[0].shape == (16, 4)
+
+
+def test_memory_source_ignores_the_cache(user_workload):
+    w = user_workload(toy_data)
+    ds, notes = tfdata.build_dataset(cfg(workload=USER, data_source="memory", cache=True, batch_size=8), w)
+    assert not any(n.startswith("cache") for n in notes)
+    assert len(list(ds.take(10))) == 10
+
+
+# -- the stderr helper ---------------------------------------------------------------------------------
+def test_native_stderr_is_held_back_and_replayed_on_failure(capfd):
+    from tfwb.tf.quiet import native_stderr_captured
+
+    with native_stderr_captured() as held:
+        os.write(2, b"native noise\nkeep me\n")
+    assert capfd.readouterr().err == ""
+    assert held.text == "native noise\nkeep me\n"
+    held.replay(drop=lambda line: "noise" in line)
+    assert capfd.readouterr().err == "keep me\n"
+    with pytest.raises(RuntimeError):
+        with native_stderr_captured():
+            os.write(2, b"why it failed\n")
+            raise RuntimeError("boom")
+    assert "why it failed" in capfd.readouterr().err

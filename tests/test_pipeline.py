@@ -7,6 +7,8 @@ import importlib.util
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -324,3 +326,53 @@ def test_pipeline_benchmark_writes_json_and_markdown(data_dir, tmp_path):
     assert set(saved["median_step_ms"]) == {"naive", "best", "ceiling"}
     text = (tmp_path / "pipeline.md").read_text()
     assert "best vs naive" in text and "Command:" in text and "Machine:" in text
+
+
+# -- a cache that caches: no partial-cache warning anywhere -----------------------------------------------------
+CACHE_RUNS = r'''
+import os, sys, tempfile
+import keras, tensorflow as tf
+import tfwb
+from tfwb import RunConfig
+
+def my_model(cfg):                 # the README's "Bring your own model" example
+    return keras.Sequential([keras.Input((20,)), keras.layers.Dense(64, activation="relu"),
+                             keras.layers.Dense(3, dtype="float32")])
+
+def my_data(cfg):
+    x = tf.random.normal((4096, 20)); y = tf.cast(tf.reduce_sum(x[:, :3], 1) > 0, tf.int32)
+    return tf.data.Dataset.from_tensor_slices((x, y))
+
+tfwb.register_workload("mine", model_fn=my_model, data_fn=my_data,
+                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+folder = tempfile.mkdtemp()
+runs = [RunConfig(workload="mine", prefetch=True, cache=True, mixed_precision="mixed_bfloat16"),
+        RunConfig(workload="mine", prefetch=True, cache=os.path.join(folder, "mine"))]
+for workload in ("images", "mlp"):
+    for cache in (True, os.path.join(folder, workload)):
+        runs.append(RunConfig(workload=workload, size="small", batch_size=16, steps=3, warmup_steps=1,
+                              storage_latency_ms=0 if workload == "images" else None, cache=cache))
+for c in runs:
+    r = tfwb.run(c)
+    assert r.ok, r.error
+    print("NOTE", c.workload, [n for n in r.notes if n.startswith("cache")], flush=True)
+print("CONTROL", flush=True)
+sys.stderr.write("CONTROL\n"); sys.stderr.flush()
+for _ in tf.data.Dataset.range(10).cache().take(2):   # the mistake itself: TF must warn here
+    pass
+'''
+
+
+def test_short_cached_runs_never_warn_about_a_partial_cache(data_dir, tmp_path):
+    script = tmp_path / "cache_runs.py"
+    script.write_text(CACHE_RUNS)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0", TFWB_DATA_DIR=str(data_dir))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                         env=env, cwd=str(ROOT))
+    assert out.returncode == 0, out.stderr[-3000:]
+    notes = [line for line in out.stdout.splitlines() if line.startswith("NOTE")]
+    assert len(notes) == 6 and all("filled with one epoch" in n for n in notes), notes
+    before, _, after = out.stderr.partition("CONTROL\n")
+    warning = "did not fully read the dataset being cached"
+    assert warning not in before, before[-3000:]
+    assert warning in after, "TF's logging is live in this process, so its absence above means something"

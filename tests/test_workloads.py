@@ -1,11 +1,17 @@
 """Tests of tfwb.workloads: the registry of (model_fn, data_fn, loss) and RunConfig's view of it."""
 from __future__ import annotations
 
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 import tfwb
 from tfwb.config import RunConfig
-from tfwb.workloads import get_workload, register_workload, unregister_workload, workload_names
+from tfwb.workloads import (SOURCE_KNOBS, Ref, Workload, get_workload, register_workload,  # noqa: F401
+                            unregister_workload, workload_names)
 
 NAME = "test-workloads-mine"
 
@@ -29,10 +35,14 @@ def clean_registry():
     unregister_workload(NAME)
 
 
-def test_images_is_built_in_and_first():
-    assert workload_names()[0] == "images"
-    w = get_workload("images")
-    assert w.builtin and w.data_fn is None and callable(w.model_fn)
+def test_builtins_come_first_and_are_lazy_references():
+    assert workload_names()[:2] == ("images", "mlp")
+    for name in ("images", "mlp"):
+        w = get_workload(name)
+        assert w.builtin and callable(w.model_fn) and callable(w.data_fn)
+        assert w.model_fn == Ref(f"tfwb.tf.workloads.{name}:model")
+    assert get_workload("images").source_fn == Ref("tfwb.tf.workloads.images:source")
+    assert get_workload("mlp").source_fn is None
 
 
 def test_register_then_use_in_runconfig():
@@ -40,6 +50,7 @@ def test_register_then_use_in_runconfig():
         RunConfig(workload=NAME)
     w = register_workload(NAME, model_fn=model_a, data_fn=data_a, description="mine")
     assert (w.name, w.builtin, w.description, w.loss) == (NAME, False, "mine", None)
+    assert set(w.data_sources) == {"files", "memory"} and w.source_knobs == ()
     assert get_workload(NAME) is w
     assert NAME in workload_names()
     assert RunConfig(workload=NAME).workload == NAME
@@ -101,5 +112,179 @@ def test_non_callable_factories_rejected_naming_the_argument(arg, bad):
     kwargs = {"model_fn": model_a, "data_fn": data_a, arg: bad}
     with pytest.raises(ValueError) as info:
         register_workload(NAME, **kwargs)
-    assert f"{arg}=" in str(info.value) and "callable" in str(info.value)
+    assert f"{arg}=" in str(info.value) and "callable" in str(info.value) and "module:attribute" in str(info.value)
     assert NAME not in workload_names()
+
+
+# -- what a workload declares ---------------------------------------------------------------------
+def test_images_honours_every_source_knob_and_data_source():
+    w = get_workload("images")
+    assert set(w.data_sources) == {"files", "generator", "memory"}
+    assert all(w.applies(k) for k in SOURCE_KNOBS)
+
+
+def test_mlp_honours_generic_knobs_only():
+    w = get_workload("mlp")
+    assert set(w.data_sources) == {"files", "memory"}
+    assert not any(w.applies(k) for k in SOURCE_KNOBS)
+    assert w.applies("cache") and w.applies("prefetch") and w.applies("jit_compile")
+    cfg = RunConfig(workload="mlp", interleave=True, parallel_map=True, storage_latency_ms=0.0)
+    assert w.unused_knobs(cfg) == ("interleave", "parallel_map", "storage_latency_ms")
+    assert w.unused_knobs(RunConfig(workload="mlp")) == ()
+
+
+@pytest.mark.parametrize("name", ["mlp", NAME])
+def test_a_data_source_the_workload_lacks_is_refused_naming_field_and_choices(name):
+    register_workload(NAME, model_fn=model_a, data_fn=data_a)
+    cfg = RunConfig(workload=name, data_source="generator")
+    with pytest.raises(ValueError) as info:
+        get_workload(name).check(cfg)
+    msg = str(info.value)
+    assert f"data_source='generator' does not apply to workload {name!r}" in msg
+    assert "'files'" in msg and "'memory'" in msg
+    get_workload("images").check(RunConfig(data_source="generator"))    # no error
+
+
+def test_unknown_source_knobs_are_refused():
+    with pytest.raises(ValueError, match="source_knobs="):
+        Workload("x", model_a, data_a, source_knobs=("interleave", "turbo"))
+
+
+# -- lazy "module:attribute" factories -------------------------------------------------------------
+def test_ref_imports_at_first_call_and_names_its_role():
+    assert Ref("math:floor")(2.5) == 2
+    missing = Ref("tfwb_no_such_module:model", "model_fn of workload 'x'")
+    with pytest.raises(ValueError) as info:
+        missing(None)
+    assert "model_fn of workload 'x'='tfwb_no_such_module:model'" in str(info.value)
+    with pytest.raises(ValueError, match="not callable"):
+        Ref("math:pi")()
+    for bad in ("math", "math:", ":floor", "math floor:x"):
+        with pytest.raises(ValueError, match="module:attribute"):
+            Ref(bad)
+
+
+def test_a_workload_is_a_module_plus_a_registration(tmp_path, monkeypatch):
+    (tmp_path / "tfwb_test_lazy_workload.py").write_text(
+        "def model(cfg):\n    return ('model', cfg)\n\n"
+        "def data(cfg):\n    return ('data', cfg)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    w = register_workload(NAME, model_fn="tfwb_test_lazy_workload:model",
+                          data_fn="tfwb_test_lazy_workload:data")
+    assert "tfwb_test_lazy_workload" not in sys.modules, "nothing is imported at registration"
+    cfg = RunConfig(workload=NAME)
+    assert w.model_fn(cfg) == ("model", cfg) and w.data_fn(cfg) == ("data", cfg)
+    assert "tfwb_test_lazy_workload" in sys.modules
+    monkeypatch.delitem(sys.modules, "tfwb_test_lazy_workload")
+
+
+# -- the import structure ----------------------------------------------------------------------------
+PACKAGE = Path(__file__).resolve().parents[1] / "tfwb"
+PURE = ("tfwb", "tfwb.config", "tfwb.workloads", "tfwb.knobs", "tfwb.stats", "tfwb.records",
+        "tfwb.report", "tfwb.diagnosis", "tfwb.expect")
+
+
+def _modules() -> dict:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def _imports(name: str, path: Path, modules: dict, *, inside_functions: bool = True) -> set:
+    """The modules ``name`` imports: at module level, and inside functions too if asked."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text())
+    nodes = ast.walk(tree) if inside_functions else [
+        n for top in tree.body for n in (ast.walk(top) if isinstance(top, (ast.If, ast.Try)) else [top])]
+    found = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for a in node.names:
+                sub = f"{target}.{a.name}"
+                found.add(sub if sub in modules else target)
+    return found
+
+
+def _circles(graph: dict) -> list:
+    """Every import circle a depth-first walk of ``graph`` meets, as module lists."""
+    state: dict = {}
+    found = []
+
+    def visit(m, trail):
+        state[m] = "open"
+        for t in sorted(graph[m]):
+            if state.get(t) == "open":
+                found.append(trail[trail.index(t):] + [t])
+            elif t not in state:
+                visit(t, trail + [t])
+        state[m] = "done"
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    return found
+
+
+def _graph(inside_functions: bool) -> dict:
+    modules = _modules()
+    return {m: {t for t in _imports(m, p, modules, inside_functions=inside_functions)
+                if t in modules and t != m} for m, p in modules.items()}
+
+
+def test_the_package_has_no_import_circle_at_module_level():
+    assert _circles(_graph(inside_functions=False)) == []
+
+
+def test_config_workloads_and_tf_form_no_circle_even_through_lazy_imports():
+    graph = _graph(inside_functions=True)
+    core = [m for m in graph if m in ("tfwb.config", "tfwb.knobs", "tfwb.workloads")
+            or m == "tfwb.tf" or m.startswith("tfwb.tf.")]
+    on_a_circle = []
+    for start in core:                         # is ``start`` reachable from what it imports?
+        seen, todo = set(), list(graph[start])
+        while todo:
+            m = todo.pop()
+            if m == start:
+                on_a_circle.append(start)
+                break
+            if m not in seen:
+                seen.add(m)
+                todo.extend(graph[m])
+    assert on_a_circle == [], _circles(graph)
+
+
+def test_pure_modules_never_import_tensorflow_or_tfwb_tf():
+    modules = _modules()
+    for name in PURE:
+        imported = _imports(name, modules[name], modules)
+        heavy = {i for i in imported if i.split(".")[0] in ("tensorflow", "keras") or i.startswith("tfwb.tf")}
+        assert not heavy, f"{name} imports {sorted(heavy)}"
+
+
+def test_pure_layer_in_a_fresh_process_leaves_tensorflow_unloaded():
+    code = (
+        "import sys\n"
+        f"import {', '.join(PURE)}\n"
+        "from tfwb.config import RunConfig\n"
+        "from tfwb.workloads import get_workload, register_workload, workload_names\n"
+        "RunConfig(workload='mlp', size='small'); workload_names()\n"
+        "get_workload('images').applies('interleave'); get_workload('mlp').check(RunConfig(workload='mlp'))\n"
+        "register_workload('lazy', model_fn='some.module:model', data_fn='some.module:data')\n"
+        "RunConfig(workload='lazy')\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras') or m.startswith('tfwb.tf'))\n"
+        "print(heavy)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=str(PACKAGE.parent))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

@@ -31,6 +31,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple  # 
 import tensorflow as tf
 
 from .. import stats
+from . import pipeline
 from .timing import time_calls
 
 SOURCE = ('TensorFlow guide "Better performance with the tf.data API" '
@@ -120,13 +121,7 @@ PIPELINES: Dict[str, Callable[[], tf.data.Dataset]] = {
 def without_rewrites(ds: tf.data.Dataset) -> tf.data.Dataset:
     """``ds`` with tf.data's asynchronous rewrites off (injected prefetch, map+batch
     fusion, parallel batch, map parallelization): the pipeline exactly as written."""
-    opts = tf.data.Options()
-    opt = opts.experimental_optimization
-    opt.inject_prefetch = False
-    opt.map_and_batch_fusion = False
-    opt.parallel_batch = False
-    opt.map_parallelization = False
-    return ds.with_options(opts)
+    return ds.with_options(pipeline.without_rewrites())
 
 
 def train_loop(dataset: tf.data.Dataset, epochs: int = 2) -> None:

@@ -40,9 +40,10 @@ from ..monitor import Sampler, default_probes
 from ..observers import Dispatch, Observer, Progress as ProgressObserver, RunState, StepLog
 from ..records import RunResult
 from ..workloads import get_workload
-from .data import build_dataset
+from .pipeline import build_dataset
 from .devices import device_sync, setup_devices
 from .fingerprint import fingerprint
+from .memory import MemoryPeak
 from .optimizers import make_optimizer
 from .step import make_step, per_example_loss, tracing_count
 from .strategies import make_strategy
@@ -219,7 +220,7 @@ def run(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bo
                            f"and measured {cfg.steps} -> {calls * spe} steps, rounded up to whole calls")
     sampler = Sampler(interval_s=cfg.sample_interval_s, probes=default_probes(), clock=clock)
     extra = [ProgressObserver(progress)] if progress is not None else []
-    dispatch = Dispatch([sampler, *extra, *observers])
+    dispatch = Dispatch([sampler, MemoryPeak(), *extra, *observers])   # the sampler first: the others read its samples
     facts = {"error": None, "setup_s": 0.0, "fp": {}, "traces": None, "traces_warm": None}
     started = False
     try:
