@@ -211,3 +211,9 @@ def test_diff_names_changed_fields_with_own_values_and_ignores_label():
     assert b.diff(a) == {"batch_size": 64, "prefetch": False}
     assert a.diff(a.replace(label="other")) == {}
     assert a.diff(a) == {}
+
+
+def test_a_data_source_the_workload_does_not_honour_fails_at_construction():
+    with pytest.raises(ValueError, match="data_source='generator' does not apply to workload 'mlp'"):
+        RunConfig(workload="mlp", data_source="generator")
+    assert RunConfig(workload="mlp", data_source="memory").data_source == "memory"

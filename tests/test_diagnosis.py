@@ -233,3 +233,12 @@ def test_the_diagnose_function_does_not_hide_its_module():
 
     assert callable(tfwb.diagnose) and tfwb.diagnose is tfwb.diagnosis.diagnose
     assert callable(tfwb.diagnosis.expectations)
+
+
+def test_input_suggestions_offer_only_knobs_the_workload_honours():
+    from tfwb.diagnosis import _input_suggestions
+
+    images = [s[0] for s in _input_suggestions(RunConfig(workload="images"), {"cpu_count": 2})]
+    mlp = [s[0] for s in _input_suggestions(RunConfig(workload="mlp"), {"cpu_count": 2})]
+    assert "interleave" in images and "parallel_map" in images
+    assert "interleave" not in mlp and "parallel_map" not in mlp and "prefetch" in mlp

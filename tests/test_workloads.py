@@ -136,9 +136,8 @@ def test_mlp_honours_generic_knobs_only():
 @pytest.mark.parametrize("name", ["mlp", NAME])
 def test_a_data_source_the_workload_lacks_is_refused_naming_field_and_choices(name):
     register_workload(NAME, model_fn=model_a, data_fn=data_a)
-    cfg = RunConfig(workload=name, data_source="generator")
-    with pytest.raises(ValueError) as info:
-        get_workload(name).check(cfg)
+    with pytest.raises(ValueError) as info:          # at construction, before any work
+        RunConfig(workload=name, data_source="generator")
     msg = str(info.value)
     assert f"data_source='generator' does not apply to workload {name!r}" in msg
     assert "'files'" in msg and "'memory'" in msg

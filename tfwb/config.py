@@ -93,8 +93,9 @@ class RunConfig:
     steps: int = knob(40, "int", "measured training steps", group="run", minimum=1, unit="steps")
     warmup_steps: int = knob(5, "int", "steps run first and kept apart from the statistics (tracing, "
                              "compilation, autotuning)", group="run", minimum=0, unit="steps")
-    data_source: str = knob("files", "choice", "files: tf.data reads them; generator: a Python generator "
-                            "(naive); memory: staged batches (compute-only ceiling)",
+    data_source: str = knob("files", "choice", "files: the tf.data pipeline (for images, reading the PNG "
+                            "files); generator: a Python generator (images only, the naive way); memory: "
+                            "staged batches (the compute-only ceiling)",
                             group="input", choices=DATA_SOURCES, chapter=1)
     storage_latency_ms: Optional[float] = knob(
         None, "float", "extra delay per file read, modelling network storage", group="input",
@@ -162,6 +163,10 @@ class RunConfig:
                 if name == "workload":
                     raise ValueError(f"{e} (add one with tfwb.register_workload)") from None
                 raise
+        if self._check_workload:
+            from .workloads import get_workload
+
+            get_workload(self.workload).check(self)      # a data_source this workload honours
         if self.jit_compile and self.execution == "eager":
             raise ValueError("jit_compile=True is not allowed with execution='eager': XLA compiles a "
                              "tf.function; pick execution='graph' or jit_compile=False")

@@ -53,19 +53,20 @@ def _input_suggestions(cfg, hardware: Optional[dict] = None) -> tuple:
     if cfg.data_source == "memory":
         return ()          # staged batches: no pipeline knob applies
     try:
-        builtin = get_workload(cfg.workload).builtin
+        applies = get_workload(cfg.workload).applies
     except ValueError:     # a saved result whose workload is not registered here
-        builtin = False
+        def applies(knob):
+            return False
     cores = (hardware or {}).get("cpu_count")
     out = []
     if cfg.data_source == "generator":
         out.append(("data_source", "files", "read the files with tf.data instead of a Python generator"))
     if not cfg.prefetch:
         out.append(("prefetch", True, "overlap input with the step"))
-    if builtin and not cfg.parallel_map and cores != 1:
+    if applies("parallel_map") and not cfg.parallel_map and cores != 1:
         where = f"the {cores} CPU cores" if cores else "several cores"
         out.append(("parallel_map", True, f"decode and augment on {where}"))
-    if builtin and not cfg.interleave:
+    if applies("interleave") and not cfg.interleave:
         out.append(("interleave", True, "read several shards at once (hides storage latency)"))
     if not cfg.cache:
         out.append(("cache", True, "decode once, reuse every epoch"))
