@@ -71,7 +71,7 @@ def null_step_cost_s(n: int = 3000, rounds: int = 7) -> float:
 
     x, y = tf.ones((2, 2)), tf.zeros((2,))
     step = tf.function(lambda a, b: tf.reduce_sum(a) + tf.reduce_sum(b))
-    p = types.SimpleNamespace(takes_iterator=False, fetch=lambda: (x, y), step=step,
+    p = types.SimpleNamespace(cfg=RunConfig(), takes_iterator=False, fetch=lambda: (x, y), step=step,
                               advance=lambda: step(x, y))
     bare(p, 100)
     costs = []

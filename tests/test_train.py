@@ -267,9 +267,9 @@ def test_tpu_without_tpu_fails_saying_what_to_pick():
 
 
 def test_user_workload_with_generator_source_fails_clearly():
-    r = train.run(tiny(data_source="generator"))
-    assert r.status == "failed"
-    assert "data_source='generator'" in r.error and TINY in r.error
+    with pytest.raises(ValueError) as info:           # refused when the config is built: nothing runs
+        tiny(data_source="generator")
+    assert "data_source='generator'" in str(info.value) and TINY in str(info.value)
 
 
 def test_tf_op_error_message_keeps_its_cause():
@@ -535,3 +535,29 @@ def test_run_on_a_given_dataset_builds_no_pipeline(monkeypatch):
     r = train.run(small(steps=3, warmup_steps=1), dataset=ds, raise_errors=True)
     assert r.ok and len(r.step_times_s) == 3
     assert any("not built from the pipeline knobs" in n for n in r.notes)
+
+
+def test_grad_norms_are_recorded_unscaled_under_float16():
+    plain = train.run(tiny(steps=3, warmup_steps=1, grad_norms=True, learning_rate=0.01))
+    half = train.run(tiny(steps=3, warmup_steps=1, grad_norms=True, learning_rate=0.01,
+                          mixed_precision="mixed_float16"))
+    assert plain.ok and half.ok, (plain.error, half.error)
+    assert len(plain.grad_norms) == 4 and plain.loss_scales == (1.0,) * 4
+    assert half.loss_scales[0] > 1000                       # Keras' dynamic loss scale starts at 2**15
+    np.testing.assert_allclose(half.grad_norms[0], plain.grad_norms[0], rtol=0.05)   # unscaled: same norm
+    assert train.run(tiny(steps=2)).grad_norms == ()                                 # off by default
+
+
+def test_a_run_whose_loss_becomes_nan_is_recorded_as_diverged_and_the_next_run_is_clean():
+    def big_data(cfg):                               # inputs 1000x larger: plain SGD at lr 10 blows up
+        return tiny_data(cfg).map(lambda x, y: (x * 1000.0, y))
+
+    register_workload(TINY + "-big", model_fn=tiny_model, data_fn=big_data)
+    try:
+        r = train.run(tiny(steps=30, warmup_steps=0, optimizer="sgd", learning_rate=10.0, workload=TINY + "-big"))
+    finally:
+        unregister_workload(TINY + "-big")
+    assert r.status == "diverged" and "diverged" in r.error and "learning_rate" in r.error
+    assert not math.isfinite(r.losses[-1]) and len(r.losses) < 30
+    after = train.run(tiny(steps=2))
+    assert after.ok and all(math.isfinite(v) for v in after.losses)

@@ -138,6 +138,9 @@ class RunConfig:
         "loss for the others", group="optimizer", minimum=0.0, maximum=1.0, optional=True,
         none_means="the optimizer's own default: 0.004 for adamw, none for the others",
         offered=(None, 0.0, 1e-4, 1e-3, 1e-2), chapter=4)
+    grad_norms: bool = knob(False, "bool", "record each step's global gradient norm before clipping "
+                            "(unscaled under mixed_float16), and the loss scale; costs a reduction per step",
+                            group="optimizer", chapter=4)
     strategy: str = knob("default", "choice", "distribution strategy", group="distribution",
                          choices=STRATEGIES, chapter=5)
     replicas: Optional[int] = knob(None, "int", "replicas for mirrored (GPUs to use, or logical CPU "

@@ -65,6 +65,8 @@ class StepLog:
     waits_s: List[float] = field(default_factory=list)
     starts_s: List[float] = field(default_factory=list)
     losses: List[float] = field(default_factory=list)
+    grad_norms: List[float] = field(default_factory=list)
+    loss_scales: List[float] = field(default_factory=list)
 
 
 @dataclass
@@ -79,6 +81,7 @@ class RunState:
         warmup_steps: the warm-up part of ``total_steps``.
         steps_per_call: training steps one call runs (``steps_per_execution``).
         stop_reason: set by ``request_stop``; ``None`` while the run goes on.
+        diverged_at: the call (0-based, warm-up included) whose loss was not finite.
         status: ``"running"``, then ``"ok"``, ``"failed"`` or ``"interrupted"`` in ``on_run_end``.
         notes: lines observers add to the result's notes.
         extras: JSON-ready facts an observer hands to the result (``RunResult.extras``).
@@ -94,6 +97,7 @@ class RunState:
     steps_per_call: int = 1
     stop_reason: Optional[str] = None
     status: str = "running"
+    diverged_at: Optional[int] = None
     notes: List[str] = field(default_factory=list)
     extras: dict = field(default_factory=dict)
     samples: tuple = ()

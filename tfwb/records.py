@@ -16,7 +16,7 @@ from . import stats
 from .config import RunConfig
 
 SCHEMA_VERSION = 1
-STATUSES = ("ok", "failed", "interrupted")
+STATUSES = ("ok", "failed", "interrupted", "diverged")
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,8 @@ class RunResult:
 
     Args:
         config: the RunConfig that ran.
-        status: ``"ok"``, ``"failed"`` or ``"interrupted"``.
+        status: ``"ok"``, ``"failed"``, ``"interrupted"`` or ``"diverged"`` (the loss
+            stopped being finite; ``error`` says at which step).
         error: the error message when the run did not finish.
         step_times_s: wall time of each measured step, including its wait for input,
             closed by a device sync (one entry per call; see ``steps_per_call``).
@@ -85,6 +86,9 @@ class RunResult:
         steps_per_call: training steps each call of the step function ran
             (``steps_per_execution``). Each entry of ``step_times_s`` is one call's
             time divided by this, so every per-step figure is per training step.
+        grad_norms / loss_scales: with ``RunConfig(grad_norms=True)``, per call (warm-up
+            included) the global gradient norm before clipping, unscaled, and the loss scale
+            (1 without ``mixed_float16``).
         traces: how many times TF traced the step function (its own count; ``None``
             in eager execution); ``traces_after_warmup``: how many of those happened
             after warm-up (retracing: new input shapes or Python-value arguments).
@@ -111,6 +115,8 @@ class RunResult:
     stop_reason: Optional[str] = None
     extras: dict = field(default_factory=dict)
     steps_per_call: int = 1
+    grad_norms: Tuple[float, ...] = ()
+    loss_scales: Tuple[float, ...] = ()
     traces: Optional[int] = None
     traces_after_warmup: Optional[int] = None
 
@@ -120,7 +126,7 @@ class RunResult:
         if self.status not in STATUSES:
             raise ValueError(f"status={self.status!r} is not allowed; one of {STATUSES}")
         for name in ("step_times_s", "input_wait_s", "warmup_times_s", "warmup_input_wait_s",
-                     "step_start_s", "warmup_start_s", "losses", "warmup_losses"):
+                     "step_start_s", "warmup_start_s", "losses", "warmup_losses", "grad_norms", "loss_scales"):
             object.__setattr__(self, name, _floats(name, getattr(self, name)))
         object.__setattr__(self, "samples", tuple(self.samples))
         object.__setattr__(self, "notes", tuple(self.notes))
@@ -252,7 +258,7 @@ class RunResult:
             kwargs = {f.name: d[f.name] for f in fields(cls) if f.name in d}
             kwargs["config"] = RunConfig.from_dict(d["config"], check_workload=False)
             kwargs["samples"] = tuple(Sample.from_dict(s) for s in d.get("samples") or ())
-            for k in ("losses", "warmup_losses"):
+            for k in ("losses", "warmup_losses", "grad_norms", "loss_scales"):
                 if k in kwargs:
                     kwargs[k] = [math.nan if v is None else v for v in kwargs[k]]
             return cls(**kwargs)

@@ -55,8 +55,14 @@ def make_step(cfg: RunConfig, strategy, model, optimizer, loss_fn, global_batch:
                 loss += tf.nn.scale_regularization_loss(penalty)
             to_differentiate = optimizer.scale_loss(loss) if scaled else loss
         grads = tape.gradient(to_differentiate, model.trainable_variables)
+        if not cfg.grad_norms:
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+        # Measured before apply_gradients clips (and, under float16, unscales) them.
+        scale = tf.cast(optimizer.dynamic_scale, tf.float32) if scaled else tf.constant(1.0)
+        norm = tf.linalg.global_norm([tf.cast(g, tf.float32) for g in grads if g is not None]) / scale
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
+        return {"loss": loss, "grad_norm": norm, "loss_scale": scale}
 
     # XLA compiles the replica's step (as Keras does); the loop that fetches batches and
     # calls it stays outside, so jit_compile works with steps_per_execution > 1 and under
@@ -66,17 +72,24 @@ def make_step(cfg: RunConfig, strategy, model, optimizer, loss_fn, global_batch:
 
     def one_step(x, y):
         per_replica = strategy.run(compiled_replica_step, args=(x, y))
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+        if not cfg.grad_norms:
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+        # The loss sums over replicas (each holds its share of the global average); a gradient
+        # norm and the loss scale are averaged (per-replica norms, before the all-reduce).
+        return {"loss": strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica["loss"], axis=None),
+                "grad_norm": strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica["grad_norm"], axis=None),
+                "loss_scale": strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica["loss_scale"], axis=None)}
 
     if cfg.steps_per_execution == 1:
         return (tf.function(one_step) if graph else one_step), False
 
     def many_steps(iterator):
-        loss = tf.constant(0.0)
-        for _ in (tf.range if graph else range)(cfg.steps_per_execution):
+        x, y = next(iterator)
+        out = one_step(x, y)                     # the first step outside the loop fixes the outputs' structure
+        for _ in (tf.range if graph else range)(cfg.steps_per_execution - 1):
             x, y = next(iterator)
-            loss = one_step(x, y)
-        return loss
+            out = one_step(x, y)
+        return out                               # the last step's loss (and norm)
 
     return (tf.function(many_steps) if graph else many_steps), True
 

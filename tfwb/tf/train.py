@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import math
 import re
 import time
 import uuid
@@ -99,6 +100,7 @@ def timed_steps(p: Prepared, n: int, clock: Callable[[], float], log: StepLog,
         first: index of the first call (observers see ``first + i``).
     """
     sync = device_sync()
+    norms = p.cfg.grad_norms
     begin = dispatch.on_step_begin if dispatch is not None else ()
     end = dispatch.on_step_end if dispatch is not None else ()
     for i in range(n):
@@ -108,12 +110,12 @@ def timed_steps(p: Prepared, n: int, clock: Callable[[], float], log: StepLog,
         t0 = clock()
         if p.takes_iterator:
             t1 = t0
-            loss = p.step(p.iterator)
+            out = p.step(p.iterator)
         else:
             x, y = p.fetch()
             t1 = clock()
-            loss = p.step(x, y)
-        loss_value = float(loss)
+            out = p.step(x, y)
+        loss_value = float(out["loss"] if norms else out)
         sync()
         t2 = clock()
         log.starts_s.append(t0)
@@ -121,10 +123,16 @@ def timed_steps(p: Prepared, n: int, clock: Callable[[], float], log: StepLog,
         if not p.takes_iterator:
             log.waits_s.append(t1 - t0)
         log.losses.append(loss_value)
+        if norms:
+            log.grad_norms.append(float(out["grad_norm"]))
+            log.loss_scales.append(float(out["loss_scale"]))
         for hook in end:
             hook(state, step)
         if progress is not None:
             progress(i + 1, n)
+        if not math.isfinite(loss_value) and state is not None:
+            state.diverged_at = step              # a NaN/inf loss: nothing after it means anything
+            break
         if state is not None and state.stop_reason is not None:
             break
     return log
@@ -236,10 +244,15 @@ def run(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bo
             timed_steps(p, warmup_calls, clock, log, state=state, dispatch=dispatch)
             facts["traces_warm"] = tracing_count(p.step)
             dispatch.call("on_warmup_end", state)
-            if state.stop_reason is None:
+            if state.stop_reason is None and state.diverged_at is None:
                 timed_steps(p, calls, clock, log, state=state, dispatch=dispatch, first=len(log.times_s))
             facts["traces"] = tracing_count(p.step)
         state.status = "ok"
+        if state.diverged_at is not None:
+            state.status = "diverged"
+            facts["error"] = (f"the loss became {log.losses[-1]} at step {(state.diverged_at + 1) * spe} "
+                              f"(warm-up included): the run diverged; lower learning_rate "
+                              f"(now {cfg.learning_rate:g}) or clip the gradients (clip='global_norm:1.0')")
     except KeyboardInterrupt:
         state.status, facts["error"] = "interrupted", "interrupted by the user"
     except Exception as e:  # noqa: BLE001 - every failure becomes a failed result
@@ -265,6 +278,7 @@ def run(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bo
         fingerprint=facts["fp"], started_at=started_at, run_id=uuid.uuid4().hex[:12],
         notes=tuple(state.notes), stop_reason=state.stop_reason, extras=state.extras,
         steps_per_call=spe, traces=traces, traces_after_warmup=after,
+        grad_norms=log.grad_norms, loss_scales=log.loss_scales,
     )
 
 
