@@ -287,3 +287,20 @@ def test_pure_layer_in_a_fresh_process_leaves_tensorflow_unloaded():
                          cwd=str(PACKAGE.parent))
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_the_text_workload_is_tensor_core_shaped_and_learnable():
+    pytest.importorskip("tensorflow")
+    import numpy as np
+
+    import tfwb
+    from tfwb.tf.workloads import text
+
+    for spec in text.SPECS.values():
+        assert all(v % 8 == 0 for v in (spec.seq_len, spec.d_model, spec.d_model // spec.heads, spec.ff))
+    tokens, labels = text.rows("small", seed=3)
+    assert ((tokens == labels[:, None]).sum(axis=1) == 1).all()     # exactly one marker, the label's
+    r = tfwb.run(RunConfig(workload="text", size="small", batch_size=32, steps=30, warmup_steps=2,
+                           sample_interval_s=0.05))
+    assert r.ok, r.error
+    assert np.mean(r.losses[-5:]) < 0.8 * np.mean(r.warmup_losses)

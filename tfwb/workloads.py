@@ -209,6 +209,13 @@ _BUILTINS = (
             "files": "tf.data over the rows in memory (no files: cache, shuffle, batch, prefetch apply)",
             "memory": "the first batches staged in memory and repeated (compute-only ceiling)",
         }),
+    _builtin(
+        "text", "tfwb.tf.workloads.text",
+        description="small transformer classifier on generated token sequences (Tensor-Core-shaped)",
+        data_sources={
+            "files": "tf.data over the sequences in memory (no files: cache, shuffle, batch, prefetch apply)",
+            "memory": "the first batches staged in memory and repeated (compute-only ceiling)",
+        }),
 )
 
 _REGISTRY: Dict[str, Workload] = {w.name: w for w in _BUILTINS}
