@@ -1,7 +1,14 @@
-"""Fresh environments: the Binder install runs chapter 00, and the Workbench works on ipywidgets 7.7.
+"""Environments: installs go through constraints.txt; the Binder install runs chapter 00; the
+Workbench works on ipywidgets 7.7.
 
-Slow (each builds a virtual environment with pip), so marked ``slow``:
-``pytest -m slow tests/test_binder.py -s`` prints the install and run times.
+The constraints tests are fast. The others are slow (each builds a virtual environment
+with pip), so marked ``slow``: ``pytest -m slow tests/test_binder.py -s`` prints the
+install and run times.
+
+* Constraints: ``requirements.txt`` and ``binder/requirements.txt`` read
+  ``constraints.txt`` with ``-c``; it pins every package they need (exactly, tfwb
+  excepted), and this environment holds exactly the pinned versions, so the tests run
+  on the lock (``tools/refresh_constraints.py`` regenerates it).
 
 * Binder: a venv built from exactly ``binder/requirements.txt`` (pip run from the
   repository root, as repo2docker does, because the file installs ``.``), with the
@@ -15,6 +22,7 @@ Slow (each builds a virtual environment with pip), so marked ``slow``:
 from __future__ import annotations
 
 import glob
+import importlib.util
 import json
 import os
 import re
@@ -26,14 +34,89 @@ import time
 from pathlib import Path
 
 import pytest
-
-pytestmark = pytest.mark.slow
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
+CONSTRAINTS = ROOT / "constraints.txt"
+REQUIREMENT_FILES = ("requirements.txt", "binder/requirements.txt")
 CHAPTER_00 = ROOT / "notebooks" / "00_measuring.ipynb"
 INSTALL_TIMEOUT_S = 1800
 CHAPTER_TIMEOUT_S = 1800
 
+
+# -- constraints.txt ---------------------------------------------------------------------
+
+def _refresh_module():
+    spec = importlib.util.spec_from_file_location("refresh_constraints", ROOT / "tools" / "refresh_constraints.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _pins() -> dict:
+    """``{name: version}`` of the constraints that apply to this Python and platform."""
+    pins = {}
+    for n, line in enumerate(CONSTRAINTS.read_text(encoding="utf-8").splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        req = Requirement(line)
+        spec = str(req.specifier)
+        assert spec.startswith("==") and "," not in spec and not req.extras, \
+            f"constraints.txt line {n} is not an exact pin: {line!r}"
+        if req.marker is None or req.marker.evaluate():
+            name = canonicalize_name(req.name)
+            assert name not in pins, f"constraints.txt pins {name} twice for this Python (line {n})"
+            pins[name] = spec[2:]
+    return pins
+
+
+@pytest.mark.parametrize("rel", REQUIREMENT_FILES)
+def test_requirement_files_install_through_the_constraints(rel):
+    path = ROOT / rel
+    lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()]
+    targets = [ln.split(None, 1)[1] for ln in lines if ln.startswith(("-c ", "--constraint "))]
+    assert targets, f"{rel} does not read constraints.txt (-c)"
+    # pip reads a -c path relative to the file that names it.
+    assert [(path.parent / t).resolve() for t in targets] == [CONSTRAINTS.resolve()], targets
+
+
+def test_constraints_pin_every_requirement_exactly_and_never_tfwb():
+    pins = _pins()
+    module = _refresh_module()
+    pinned_anyway = set(module.NOT_PINNED) & set(pins)
+    assert not pinned_anyway, f"constraints.txt pins {pinned_anyway}: tfwb is the checkout; pip, setuptools " \
+        "and wheel come with the venv"
+    for root in module.roots():
+        req = Requirement(root)
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        name = canonicalize_name(req.name)
+        if name != "tfwb":
+            assert name in pins, f"{root!r} has no pin in constraints.txt: run tools/refresh_constraints.py"
+            assert req.specifier.contains(pins[name], prereleases=True), (root, pins[name])
+
+
+def test_this_environment_is_the_one_the_constraints_pin():
+    """The tests run on the lock: every package the requirement files need is installed at its pin."""
+    closure = _refresh_module().closure(sys.executable)["pins"]       # tfwb, pip, setuptools left out
+    pins = _pins()
+    unpinned = sorted(set(closure) - set(pins))
+    differ = {n: (v, pins[n]) for n, v in closure.items() if n in pins and v != pins[n]}
+    assert not unpinned, (f"installed but not in constraints.txt: {unpinned}; refresh it with "
+                          "tools/refresh_constraints.py (README, 'Pinned environments')")
+    assert not differ, (f"installed version differs from constraints.txt (installed, pinned): {differ}; "
+                        "reinstall with `.venv/bin/pip install -r requirements.txt`, or refresh the pins")
+
+
+def test_readme_documents_the_refresh_command():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "python3 tools/refresh_constraints.py --upgrade" in readme
+    assert "python3 tools/refresh_constraints.py --upgrade" in CONSTRAINTS.read_text(encoding="utf-8")
+
+
+# -- fresh virtual environments ------------------------------------------------------------
 
 def _tail(text: str, chars: int = 3000) -> str:
     lines = [ln for ln in text.splitlines() if "is ignored: it is neither a file nor a directory" not in ln]
@@ -98,6 +181,7 @@ def binder_venv(tmp_path_factory) -> Path:
     return venv_python
 
 
+@pytest.mark.slow
 def test_binder_requirements_install_the_package_and_a_kernel(binder_venv, tmp_path):
     jupyter_data = tmp_path / "jupyter-data"          # no user-level kernelspec can shadow the venv's
     env = _clean_env(JUPYTER_DATA_DIR=str(jupyter_data))
@@ -121,6 +205,7 @@ def test_binder_requirements_install_the_package_and_a_kernel(binder_venv, tmp_p
     assert Path(python3["resource_dir"]).resolve().is_relative_to(venv_dir.resolve()), python3
 
 
+@pytest.mark.slow
 def test_binder_env_runs_chapter_00(binder_venv, tmp_path):
     work = tmp_path / "nb"
     work.mkdir()
@@ -219,6 +304,7 @@ def widgets7_venv(tmp_path_factory) -> Path:
     return venv_python
 
 
+@pytest.mark.slow
 def test_workbench_on_ipywidgets_7_7(widgets7_venv, tmp_path):
     script = tmp_path / "check_widgets7.py"
     script.write_text(WIDGETS_7_SCRIPT)

@@ -1,30 +1,284 @@
-"""The command line: options map to RunConfig fields, errors name the field, report reads history."""
+"""The command line: every knob is an option derived from KNOBS, errors name what is allowed,
+progress stays off pipes, report fails clearly on a missing or garbage file."""
+import io
+import json
+import re
 import subprocess
 import sys
+from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
 from tfwb import RunConfig, RunResult
-from tfwb.__main__ import _parse_value, main
-from tfwb.records import append_result
+from tfwb.__main__ import Progress, allowed_text, build_parser, default_text, main, option
+from tfwb.config import KNOBS
+from tfwb.knobs import markdown_table
+from tfwb.records import append_result, load_results
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULTS = RunConfig(_check_workload=False)
 
 
-def test_parse_value_types():
-    assert _parse_value("none") is None
-    assert _parse_value("True") is True and _parse_value("false") is False
-    assert _parse_value("32") == 32 and isinstance(_parse_value("32"), int)
-    assert _parse_value("0.5") == 0.5
-    assert _parse_value("global_norm:1.0") == "global_norm:1.0"
+def flat(text: str) -> str:
+    """Help text with argparse's line wrapping undone."""
+    return " ".join(text.split())
 
 
-def test_bad_value_exits_2_naming_the_field(capsys):
+def squash(text: str) -> str:
+    """Text without any whitespace (argparse may wrap a line after a hyphen)."""
+    return "".join(text.split())
+
+
+def parsed(argv):
+    """The RunConfig changes ``run ARGV`` asks for (no run)."""
+    args = build_parser().parse_args(["run", *argv])
+    return {k: v for k, v in vars(args).items() if k in KNOBS}
+
+
+def exit_code_and_err(capsys, argv):
     with pytest.raises(SystemExit) as exc:
-        main(["run", "--batch-size", "0"])
-    assert exc.value.code == 2
+        main(argv)
+    return exc.value.code, flat(capsys.readouterr().err)
+
+
+def python_m_tfwb(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "tfwb", *args], capture_output=True, text=True,
+                          timeout=kw.pop("timeout", 120), **kw)
+
+
+def fake_result(cfg, ok=True):
+    if not ok:
+        return RunResult(config=cfg, status="failed", error="device lost")
+    return RunResult(config=cfg, step_times_s=[0.01] * cfg.steps, input_wait_s=[0.0] * cfg.steps,
+                     examples_per_step=cfg.batch_size)
+
+
+class FakeRunner:
+    """``runner(cfg, progress=cb)``: calls progress after every step, records the configs."""
+
+    def __init__(self, ok=True):
+        self.ok, self.configs = ok, []
+
+    def __call__(self, cfg, progress=None):
+        self.configs.append(cfg)
+        total = cfg.warmup_steps + cfg.steps
+        for done in range(1, total + 1):
+            if progress is not None:
+                progress(done, total)
+        return fake_result(cfg, self.ok)
+
+
+# -- --help lists every knob ------------------------------------------------------------
+def test_run_help_lists_every_knob_with_help_default_and_allowed(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for name, k in KNOBS.items():
+        assert re.search(rf"^  {re.escape(option(name))}[ ,]", out, re.M), name
+        entry = squash(out[out.index(f"  {option(name)} "):])
+        assert entry.startswith(squash(option(name))), name
+        assert squash(k.help) in entry, name
+        assert squash(f"Default: {default_text(k, getattr(DEFAULTS, name))}.") in entry, name
+        assert squash(f"Allowed: {allowed_text(k)}.") in entry, name
+        if k.kind == "bool":
+            assert f"{option(name)} [BOOL], --no-{name.replace('_', '-')}" in out, name
+
+
+def test_run_options_are_exactly_the_knobs_plus_runs_own():
+    run = build_parser().commands["run"]
+    dests = {a.dest for a in run._actions} - {"help"}
+    assert dests == set(KNOBS) | {"history", "json", "progress"}
+
+
+def test_every_default_written_back_parses_to_itself():
+    for name, k in KNOBS.items():
+        default = getattr(DEFAULTS, name)
+        assert parsed([f"{option(name)}={k.format(default)}"]) == {name: default}, name
+
+
+# -- bad values exit 2 naming what is allowed -------------------------------------------------
+def bad_values():
+    """One knob of each kind (found in KNOBS, not named here) with a value it refuses."""
+    by_kind = defaultdict(list)
+    for name, k in KNOBS.items():
+        by_kind[k.kind].append((name, k))
+    cases = []
+    for kind, bad in (("bool", "maybe"), ("choice", "no-such-choice"), ("int", "1.5"), ("float", "fast"),
+                      ("spec", "bogus"), ("cache", "yes-please")):
+        for name, k in by_kind.get(kind, [])[:1]:
+            cases.append(pytest.param(name, bad, id=f"{kind}-{name}"))
+    for name, k in KNOBS.items():                      # below the minimum of a bounded number
+        if k.kind in ("int", "float") and k.minimum is not None:
+            below = k.minimum if k.exclusive_minimum else k.minimum - 1
+            cases.append(pytest.param(name, k.format(int(below) if k.kind == "int" else float(below)),
+                                      id=f"{k.kind}-min-{name}"))
+            break
+    return cases
+
+
+@pytest.mark.parametrize("name, bad", bad_values())
+def test_bad_value_exits_2_naming_field_value_and_allowed(capsys, name, bad):
+    code, err = exit_code_and_err(capsys, ["run", f"{option(name)}={bad}"])
+    assert code == 2
+    assert f"argument {option(name)}" in err and f"{name}=" in err and "is not allowed" in err, err
+    k = KNOBS[name]
+    words = {"bool": "true or false", "cache": "off, memory, or file:PREFIX"}.get(k.kind)
+    if words is None and k.kind == "choice":
+        words = ", ".join(repr(c) for c in k.values())
+    if words is None:
+        words = flat(k.allowed())
+    assert words in err, err
+    assert "Traceback" not in err
+
+
+def test_every_kind_of_knob_has_a_bad_value_case():
+    kinds = {p.id.split("-")[0] for p in bad_values()}
+    assert kinds >= {k.kind for k in KNOBS.values()} - {"text"}
+
+
+def test_unknown_option_exits_2_with_a_suggestion(capsys):
+    code, err = exit_code_and_err(capsys, ["run", "--prefech"])
+    assert code == 2 and "unrecognized arguments: --prefech" in err and "did you mean --prefetch?" in err
+
+
+def test_abbreviated_options_are_not_guessed(capsys):
+    code, err = exit_code_and_err(capsys, ["run", "--batch", "8"])
+    assert code == 2 and "unrecognized arguments" in err
+
+
+# -- what values become ------------------------------------------------------------------
+def test_cache_words_never_become_a_file_path(capsys):
+    assert parsed(["--cache", "memory"]) == {"cache": True}
+    assert parsed(["--cache", "yes"]) == {"cache": True}      # a yes means memory, never a file "yes"
+    assert parsed(["--cache", "on"]) == {"cache": True}
+    assert parsed(["--cache", "off"]) == {"cache": False}
+    assert parsed(["--cache", "no"]) == {"cache": False}
+    assert parsed(["--cache", "file:/tmp/tfwb-cache"]) == {"cache": "/tmp/tfwb-cache"}
+    for bare in ("/tmp/tfwb-cache", "file:", "memroy"):
+        code, err = exit_code_and_err(capsys, ["run", "--cache", bare])
+        assert code == 2 and "cache must be off, memory, or file:PREFIX" in err, (bare, err)
+
+
+def test_bool_flags_and_values():
+    assert parsed(["--prefetch"]) == {"prefetch": True}
+    assert parsed(["--no-prefetch"]) == {"prefetch": False}
+    assert parsed(["--prefetch=false"]) == {"prefetch": False}
+    assert parsed(["--prefetch", "off"]) == {"prefetch": False}
+    assert parsed(["--prefetch", "--cache", "memory"]) == {"prefetch": True, "cache": True}
+    assert parsed(["--no-deterministic"]) == {"deterministic": False}
+
+
+def test_no_flag_refuses_a_value(capsys):
+    code, err = exit_code_and_err(capsys, ["run", "--no-prefetch=true"])
+    assert code == 2 and "--no-prefetch takes no value" in err
+
+
+def test_none_for_optional_knobs_and_numbers_for_the_rest():
+    optional = [n for n, k in KNOBS.items() if k.optional]
+    assert optional, "the table has optional knobs"
+    for name in optional:
+        assert parsed([option(name), "none"]) == {name: None}
+    assert parsed(["--batch-size", "8", "--learning-rate", "3e-4", "--clip", "global_norm:1.0"]) == {
+        "batch_size": 8, "learning_rate": 3e-4, "clip": "global_norm:1.0"}
+
+
+# -- run with a fake runner: exit status, history, progress --------------------------------------
+def test_run_prints_summary_and_appends_history_creating_its_folder(tmp_path, capsys):
+    path = tmp_path / "runs" / "cli.jsonl"
+    runner = FakeRunner()
+    assert main(["run", "--steps", "3", "--warmup-steps", "1", "--prefetch", "--cache", "memory",
+                 "--history", str(path)], runner=runner) == 0
+    (cfg,) = runner.configs
+    assert cfg.prefetch is True and cfg.cache is True and cfg.steps == 3
+    out, err = capsys.readouterr()
+    assert "median step 10.0 ms" in out
+    assert err == ""                                   # stderr is not a terminal: no progress
+    assert [r.config for r in load_results(path)] == [cfg]
+
+
+def test_failed_run_exits_1(capsys):
+    assert main(["run", "--steps", "2"], runner=FakeRunner(ok=False)) == 1
+    assert "failed: device lost" in capsys.readouterr().out
+
+
+def test_json_prints_the_whole_result(capsys):
+    assert main(["run", "--steps", "2", "--json"], runner=FakeRunner()) == 0
+    result = RunResult.from_json(capsys.readouterr().out)
+    assert result.config.steps == 2 and result.ok
+
+
+def test_progress_flag_writes_plain_lines_off_a_terminal(capsys):
+    assert main(["run", "--steps", "20", "--warmup-steps", "5", "--progress"], runner=FakeRunner()) == 0
     err = capsys.readouterr().err
-    assert "batch_size=0" in err and "integer >= 1" in err
+    lines = err.splitlines()
+    assert "\r" not in err
+    assert lines[0] == "images: step 1/25 (warm-up)" and lines[-1] == "images: step 25/25"
+    assert len(lines) <= 11                              # a line per tenth, not per step
 
 
+def test_progress_on_a_terminal_rewrites_one_line():
+    stream = io.StringIO()
+    bar = Progress(stream, "mine", warmup_steps=1, tty=True)
+    for done in range(1, 4):
+        bar(done, 3)
+    bar.close()
+    text = stream.getvalue()
+    assert text == "\rmine: step 1/3 (warm-up)\rmine: step 2/3          \rmine: step 3/3\n"
+
+
+def test_progress_close_without_steps_writes_nothing():
+    stream = io.StringIO()
+    Progress(stream, "mine", warmup_steps=0, tty=True).close()
+    assert stream.getvalue() == ""
+
+
+# -- knobs ------------------------------------------------------------------------------------
+def test_knobs_lists_every_knob(capsys):
+    assert main(["knobs"]) == 0
+    out = capsys.readouterr().out
+    for name, k in KNOBS.items():
+        assert re.search(rf"^{re.escape(option(name))}  \(default ", out, re.M), name
+
+
+def test_knobs_markdown_is_the_knob_table(capsys):
+    assert main(["knobs", "--markdown"]) == 0
+    assert capsys.readouterr().out == markdown_table(RunConfig) + "\n"
+
+
+def readme_knob_table() -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"<!-- knobs: begin[^>]*-->\n(.*?)\n<!-- knobs: end -->", text, re.S)
+    assert match, "README.md has no <!-- knobs: begin ... --> / <!-- knobs: end --> block"
+    return match.group(1).strip()
+
+
+def test_readme_knob_table_is_knobs_markdown():
+    # A fresh process: only the built-in workloads are registered, as for a reader.
+    proc = python_m_tfwb("knobs", "--markdown")
+    assert proc.returncode == 0, proc.stderr
+    assert readme_knob_table() == proc.stdout.strip(), (
+        "README.md's knob table is stale: run `.venv/bin/python tools/readme_knobs.py` "
+        "(it pastes `python -m tfwb knobs --markdown` between the knobs markers)")
+
+
+# -- hardware -----------------------------------------------------------------------------
+def test_hardware_prints_a_few_lines(capsys):
+    assert main(["hardware"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("machine:  ") and "RAM" in lines[0]
+    assert lines[-1].startswith("python:   ")
+    assert len(lines) <= 12
+
+
+def test_hardware_verbose_prints_the_json(capsys):
+    assert main(["hardware", "--verbose"]) == 0
+    hw = json.loads(capsys.readouterr().out)
+    assert {"cpu_count", "gpus", "environment"} <= set(hw)
+
+
+# -- report -----------------------------------------------------------------------------
 def test_report_prints_every_run(tmp_path, capsys):
     path = tmp_path / "h.jsonl"
     for label, t in (("a", 0.1), ("b", 0.05)):
@@ -35,14 +289,52 @@ def test_report_prints_every_run(tmp_path, capsys):
     assert "prefetch=True" in out and "2.00x faster" in out
 
 
-@pytest.mark.tf
-def test_run_subprocess_writes_history(tmp_path):
+def test_report_of_an_empty_file_says_no_runs(tmp_path, capsys):
     path = tmp_path / "h.jsonl"
-    proc = subprocess.run(
-        [sys.executable, "-m", "tfwb", "run", "--size", "small", "--steps", "3", "--warmup-steps", "1",
-         "--batch-size", "8", "--data-source", "memory", "--no-prefetch", "--history", str(path)],
-        capture_output=True, text=True, timeout=300)
+    path.write_text("")
+    assert main(["report", str(path)]) == 0
+    assert capsys.readouterr().out.strip() == "No runs yet."
+
+
+def test_report_garbage_names_file_and_line_without_traceback(tmp_path):
+    path = tmp_path / "h.jsonl"
+    append_result(path, RunResult(config=RunConfig(), step_times_s=[0.1], examples_per_step=8))
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write("this is not a result\n")
+    proc = python_m_tfwb("report", str(path))
+    assert proc.returncode == 1
+    assert f"{path}, line 2: not a RunResult" in proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+@pytest.mark.parametrize("what", ["missing", "folder"])
+def test_report_missing_file_or_folder_is_an_error(tmp_path, capsys, what):
+    path = tmp_path / "h.jsonl"
+    if what == "folder":
+        path.mkdir()
+    assert main(["report", str(path)]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and str(path) in err and "No runs yet" not in err
+    assert ("no such file" if what == "missing" else "is a folder") in err
+
+
+def test_help_and_bad_options_need_no_tensorflow():
+    script = ("import sys, tfwb.__main__ as m\n"
+              "for argv in (['run', '--help'], ['run', '--steps', '0']):\n"
+              "    try:\n        m.main(argv)\n    except SystemExit:\n        pass\n"
+              "print('TF', 'tensorflow' in sys.modules, file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert "TF False" in proc.stderr, proc.stderr
+
+
+# -- a real run -----------------------------------------------------------------------------
+@pytest.mark.tf
+def test_run_subprocess_writes_history_and_keeps_pipes_clean(tmp_path):
+    path = tmp_path / "runs" / "h.jsonl"
+    proc = python_m_tfwb("run", "--size", "small", "--steps", "3", "--warmup-steps", "1", "--batch-size", "8",
+                         "--data-source", "memory", "--no-prefetch", "--history", str(path), timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "median step" in proc.stdout
-    (result,) = __import__("tfwb").load_results(path)
+    assert "\r" not in proc.stderr and "step 1/" not in proc.stderr   # stderr is a pipe: no counter
+    (result,) = load_results(path)
     assert result.ok and len(result.step_times_s) == 3 and result.config.batch_size == 8

@@ -212,7 +212,42 @@ def test_load_skips_blank_lines(tmp_path):
 
 
 def test_load_missing_file_is_empty(tmp_path):
+    # A history not written yet has no runs: Workbench(history_path=new file) resumes from it.
     assert load_results(tmp_path / "nothing-here.jsonl") == []
+    assert load_results(tmp_path / "no-folder" / "runs.jsonl") == []
+
+
+def test_append_creates_the_runs_folder(tmp_path):
+    path = tmp_path / "runs" / "nested" / "cli.jsonl"
+    r = make_result()
+    append_result(path, r)
+    append_result(str(path), r)
+    assert load_results(path) == [r, r]
+
+
+def test_append_into_a_file_where_the_folder_should_be_raises_oserror(tmp_path):
+    (tmp_path / "runs").write_text("not a folder")
+    with pytest.raises(OSError):
+        append_result(tmp_path / "runs" / "cli.jsonl", make_result())
+
+
+@pytest.mark.parametrize("garbage, why", [
+    (b"this is not json\n", "invalid JSON"),
+    (b'{"config": {"batch_size": 0}}\n', "batch_size=0"),           # JSON, but a bad RunConfig
+    (b'[1, 2, 3]\n', "expected a JSON object"),                      # JSON, not an object
+    (b'{"config": {}, "samples": [7]}\n', "not a RunResult"),        # a bad sample
+    (b"\xff\xfe\x00garbage\n", "not UTF-8"),
+])
+def test_load_garbage_names_file_and_line(tmp_path, garbage, why):
+    path = tmp_path / "runs.jsonl"
+    append_result(path, make_result())
+    with open(path, "ab") as fh:
+        fh.write(garbage)
+    append_result(path, make_result())
+    with pytest.raises(ValueError) as info:
+        load_results(path)
+    msg = str(info.value)
+    assert msg.startswith(f"{path}, line 2: ") and why in msg, msg
 
 
 def test_load_truncated_last_line_names_file_and_line(tmp_path):

@@ -1,90 +1,377 @@
-"""Command line: run one configuration, or print the history of a results file.
+"""Command line: run one configuration, list the knobs, describe the machine, print a history.
 
-    python -m tfwb run --batch-size 32 --prefetch --parallel-map --history runs.jsonl
-    python -m tfwb report runs.jsonl
-    python -m tfwb hardware
+    python -m tfwb run --batch-size 32 --prefetch --cache memory --history runs/cli.jsonl
+    python -m tfwb knobs [--markdown]
+    python -m tfwb hardware [--verbose]
+    python -m tfwb report runs/cli.jsonl
 
-Every RunConfig field is an option (``--field-name VALUE``; booleans are flags with
-a ``--no-`` form). Exit status: 0 when the run succeeded, 1 when it failed, 2 for
-bad options (with the RunConfig message naming the field and what is allowed).
+Every knob of ``tfwb.config.KNOBS`` is an option of ``run``, derived from its
+declaration (no option is written by hand): ``--field-name VALUE``, parsed by
+``Knob.parse``; bool knobs are flags (``--prefetch``, ``--no-prefetch``,
+``--prefetch=false``); ``cache`` takes ``off``, ``memory`` or ``file:PREFIX``;
+optional knobs take ``none``. ``run --help`` lists every knob with its help, default
+and allowed values.
+
+Exit status: 0 when the run succeeded (or the command did its job), 1 when the run
+failed or a file could not be read, 2 for bad options (the message names the field
+and what is allowed).
 """
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
+import os
 import sys
-from typing import List, Optional
+import textwrap
+from typing import Any, Callable, List, Optional, TextIO
 
-from .config import RunConfig, field_names
+from .config import KNOBS, RunConfig
+from .knobs import GROUPS, Knob
+
+PROG = "python -m tfwb"
+Runner = Callable[..., Any]                      # runner(cfg, progress=cb) -> RunResult
+RUN_OPTIONS = ("history", "json", "progress")   # run's own options, beside the knobs
 
 
-def _parse_value(text: str):
-    """'none' -> None, 'true'/'false' -> bool, numbers -> int/float, else the string."""
-    low = text.lower()
-    if low in ("none", "null"):
-        return None
-    if low in ("true", "false"):
-        return low == "true"
-    for cast in (int, float):
+# -- console text ----------------------------------------------------------------------
+def say(text: str = "", *, err: bool = False) -> None:
+    """All console text goes through here: stdout for results, stderr for the rest."""
+    print(text, file=sys.stderr if err else sys.stdout, flush=err)
+
+
+def fail(command: str, message: str) -> int:
+    """Print ``python -m tfwb COMMAND: error: MESSAGE`` on stderr and return exit status 1."""
+    say(f"{PROG} {command}: error: {message}", err=True)
+    return 1
+
+
+# -- knobs as options --------------------------------------------------------------------
+def option(name: str) -> str:
+    """The option for a knob: ``batch_size`` -> ``--batch-size``."""
+    return "--" + name.replace("_", "-")
+
+
+def allowed_text(k: Knob) -> str:
+    """What a knob accepts, in the command line's own words."""
+    if k.kind == "bool":
+        return "true or false"
+    if k.kind == "cache":
+        return "off, memory, or file:PREFIX (a disk cache at PREFIX)"
+    if k.kind == "choice":
+        text = "one of " + ", ".join(k.format(c) for c in k.values())
+        return text + (", none" if k.optional else "")
+    text = k.allowed()
+    return text.replace(", or None", ", or none").replace("None or ", "none or ")
+
+
+def default_text(k: Knob, default: Any) -> str:
+    """A default as the command line writes it, with its unit (``64 examples``, ``''``)."""
+    text = k.format(default) or "''"
+    return text + (f" {k.unit}" if k.unit and default is not None else "")
+
+
+def metavar(k: Knob) -> str:
+    base = {"bool": "BOOL", "int": "N", "float": "X", "spec": "SPEC", "text": "TEXT",
+            "cache": "off|memory|file:PREFIX"}.get(k.kind)
+    if k.kind == "choice":
+        base = "{" + ",".join(k.format(c) for c in k.values()) + "}"
+    return base + ("|none" if k.optional and k.kind != "spec" else "")
+
+
+def knob_type(name: str, k: Knob) -> Callable[[str], Any]:
+    """An argparse ``type=``: ``Knob.parse``, its ``ValueError`` an argparse error (exit 2)."""
+    def parse(text: str) -> Any:
         try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text
+            return k.parse(name, text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    parse.__name__ = name          # argparse names the type in some messages
+    return parse
 
 
-def _run_parser(sub) -> None:
-    p = sub.add_parser("run", help="run one configuration and print its summary")
+class BoolKnobAction(argparse.Action):
+    """``--flag`` (true), ``--flag=BOOL`` / ``--flag BOOL``, and ``--no-flag`` (false)."""
+
+    def __init__(self, option_strings, dest, **kw):
+        flag = option_strings[0]
+        super().__init__([flag, "--no-" + flag[2:]], dest, nargs="?", const=None, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if option_string and option_string.startswith("--no-"):
+            if values is not None:
+                parser.error(f"{option_string} takes no value; write {self.option_strings[0]}=true "
+                             f"or {self.option_strings[0]}=false instead")
+            values = False
+        setattr(namespace, self.dest, True if values is None else values)
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Shows a bool knob as ``--flag [BOOL], --no-flag``."""
+
+    def _format_action_invocation(self, action):
+        if isinstance(action, BoolKnobAction):
+            return f"{action.option_strings[0]} [BOOL], {action.option_strings[1]}"
+        return super()._format_action_invocation(action)
+
+
+def knob_help(name: str, k: Knob, default: Any) -> str:
+    text = f"{k.help}. Default: {default_text(k, default)}. Allowed: {allowed_text(k)}."
+    if k.kind == "bool":
+        text += f" {option(name)} alone means true."
+    return text.replace("%", "%%")
+
+
+def add_knob_options(parser: argparse.ArgumentParser) -> None:
+    """One option per knob of ``KNOBS``, in argument groups by Workbench row."""
     defaults = RunConfig(_check_workload=False)
-    for name in field_names():
-        flag = "--" + name.replace("_", "-")
+    titles = dict(GROUPS)
+    sections = {g: parser.add_argument_group(f"{title} knobs") for g, title in GROUPS}
+    sections[None] = parser.add_argument_group("other knobs")
+    for name, k in KNOBS.items():
+        section = sections[k.group if k.group in titles else None]
         default = getattr(defaults, name)
-        if isinstance(default, bool) and name != "cache":
-            p.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None)
+        kw = dict(dest=name, default=argparse.SUPPRESS, type=knob_type(name, k), help=knob_help(name, k, default),
+                  metavar="BOOL" if k.kind == "bool" else metavar(k))
+        if k.kind == "bool":
+            section.add_argument(option(name), action=BoolKnobAction, **kw)
         else:
-            p.add_argument(flag, dest=name, type=_parse_value, default=None, metavar="VALUE",
-                           help=f"default: {default!r}")
-    p.add_argument("--history", help="append the result to this JSON-lines file")
-    p.add_argument("--json", action="store_true", help="print the whole result as JSON")
+            section.add_argument(option(name), **kw)
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tfwb", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    _run_parser(sub)
-    rep = sub.add_parser("report", help="print the history table of a results file")
-    rep.add_argument("path")
-    sub.add_parser("hardware", help="describe this machine")
-    args = parser.parse_args(argv)
+# -- progress on the terminal ------------------------------------------------------------
+class Progress:
+    """``progress(steps_done, steps_total)`` for ``tfwb.run``, drawn on a stream.
 
-    if args.command == "hardware":
-        from . import hardware
+    On a terminal it rewrites one line (``\\r``); on anything else (``--progress`` into a
+    pipe or a log) it writes a plain line at every tenth of the run, so a log holds no
+    carriage returns.
 
-        hw = hardware.detect()
-        print(hardware.describe(hw))
-        print(json.dumps(hw, indent=2, default=str))
-        return 0
-    if args.command == "report":
-        from . import report
-        from .records import load_results
+    Args:
+        stream: where to write (stderr).
+        name: shown before the counter.
+        warmup_steps: the first steps, labelled as warm-up.
+        tty (bool | None, default None): draw in place; ``None`` asks ``stream.isatty()``.
+    """
 
-        print(report.format_table(report.history_rows(load_results(args.path))))
-        return 0
-    changes = {k: v for k, v in vars(args).items() if k in field_names() and v is not None}
+    def __init__(self, stream: TextIO, name: str, warmup_steps: int, tty: Optional[bool] = None) -> None:
+        self.stream, self.name, self.warmup_steps = stream, name, warmup_steps
+        self.tty = stream.isatty() if tty is None else tty
+        self._width = 0
+        self._tenth = -1
+        self._open = False
+
+    def text(self, done: int, total: int) -> str:
+        phase = " (warm-up)" if done <= self.warmup_steps and done < total else ""
+        return f"{self.name}: step {done}/{total}{phase}"
+
+    def __call__(self, done: int, total: int) -> None:
+        text = self.text(done, total)
+        if self.tty:
+            self.stream.write("\r" + text.ljust(self._width))
+            self._width = len(text)
+            self._open = True
+        else:
+            tenth = (10 * done) // max(total, 1)
+            if tenth == self._tenth:
+                return
+            self._tenth = tenth
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        """End the line drawn in place (after the last step, or a failure mid-run)."""
+        if self._open:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._open = False
+
+
+# -- the parser ----------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
+                                     formatter_class=HelpFormatter, allow_abbrev=False)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{run,knobs,hardware,report}")
+
+    run = sub.add_parser(
+        "run", help="run one configuration and print its summary", formatter_class=HelpFormatter,
+        allow_abbrev=False, usage=f"{PROG} run [--KNOB VALUE ...] [--history PATH] [--json] [--progress]",
+        description="Run one configuration and print its one-line summary (exit 0 when it ran, "
+                    "1 when it failed, 2 for a bad option). Every knob below is a RunConfig field; "
+                    "leave one out for its default. Write none for an optional knob's None.")
+    run.add_argument("--history", metavar="PATH",
+                     help="append the result to this JSON-lines file (its folder is created)")
+    run.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                     help="show the step counter on stderr (default: only when stderr is a terminal)")
+    add_knob_options(run)
+
+    knobs = sub.add_parser("knobs", help="print every knob: default, allowed values, what it does",
+                           allow_abbrev=False)
+    knobs.add_argument("--markdown", action="store_true", help="the Markdown table the README shows")
+
+    hw = sub.add_parser("hardware", help="describe this machine", allow_abbrev=False)
+    hw.add_argument("--verbose", action="store_true", help="print everything detected, as JSON")
+
+    rep = sub.add_parser("report", help="print the history table of a results file", allow_abbrev=False)
+    rep.add_argument("path", help="a JSON-lines results file (run --history, or a Workbench's history_path)")
+    parser.commands = {"run": run, "knobs": knobs, "hardware": hw, "report": rep}
+    return parser
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: Optional[List[str]]) -> argparse.Namespace:
+    """``parse_args``, with a suggestion for a misspelled option (exit 2)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        message = f"unrecognized arguments: {' '.join(extra)}"
+        command = parser.commands.get(args.command, parser)
+        if args.command == "run":
+            known = [option(n) for n in KNOBS] + ["--no-" + option(n)[2:] for n, k in KNOBS.items()
+                                                  if k.kind == "bool"] + [option(n) for n in RUN_OPTIONS]
+            first = extra[0].split("=")[0]
+            close = difflib.get_close_matches(first, known, n=1)
+            if close:
+                message += f" (did you mean {close[0]}?)"
+            message += f"; {PROG} run --help lists every knob"
+        command.error(message)
+    return args
+
+
+# -- commands --------------------------------------------------------------------------------
+def cmd_run(parser: argparse.ArgumentParser, args: argparse.Namespace, runner: Optional[Runner]) -> int:
+    changes = {k: v for k, v in vars(args).items() if k in KNOBS}     # only the options given
     try:
         cfg = RunConfig(**changes)
     except ValueError as e:
         parser.error(str(e))
     from .records import append_result
-    from .tf.train import run
 
-    result = run(cfg)
+    if runner is None:
+        from .tf.train import run as runner      # TensorFlow loads here, not for --help
+    show = sys.stderr.isatty() if args.progress is None else args.progress
+    progress = Progress(sys.stderr, cfg.label or cfg.workload, cfg.warmup_steps) if show else None
+    try:
+        result = runner(cfg, progress=progress)
+    finally:
+        if progress is not None:
+            progress.close()
     if args.history:
-        append_result(args.history, result)
-    print(result.to_json() if args.json else result.summary())
+        try:
+            append_result(args.history, result)
+        except OSError as e:
+            say(f"{PROG} run: error: the result was not saved to {args.history}: {e}", err=True)
+            say(result.to_json() if args.json else result.summary())
+            return 1
+    say(result.to_json() if args.json else result.summary())
     for note in result.notes:
-        print("note:", note, file=sys.stderr)
+        say(f"note: {note}", err=True)
     return 0 if result.ok else 1
+
+
+def knobs_text() -> str:
+    """Every knob in plain text: ``name = default  [row, chapter]``, help, allowed values."""
+    defaults = RunConfig(_check_workload=False)
+    blocks = []
+    for name, k in KNOBS.items():
+        default = getattr(defaults, name)
+        where = [f"Workbench row: {dict(GROUPS)[k.group]}" if k.group else "no Workbench control"]
+        if k.chapter is not None:
+            where.append(f"chapter {k.chapter:02d}")
+        lines = [f"{option(name)}  (default {default_text(k, default)}; {', '.join(where)})"]
+        lines += textwrap.wrap(k.help, 84, initial_indent="    ", subsequent_indent="    ")
+        lines += textwrap.wrap(f"allowed: {allowed_text(k)}", 84, initial_indent="    ",
+                               subsequent_indent="      ")
+        blocks.append("\n".join(lines))
+    return "\n".join(blocks)
+
+
+def cmd_knobs(args: argparse.Namespace) -> int:
+    if args.markdown:
+        from .knobs import markdown_table
+
+        say(markdown_table(RunConfig))
+    else:
+        say(knobs_text())
+    return 0
+
+
+def hardware_lines(hw: dict) -> List[str]:
+    """A few lines about the machine (``hardware`` without ``--verbose``)."""
+    from .hardware import describe
+
+    lines = [f"machine:  {describe(hw)}"]
+    for g in hw.get("gpus") or []:
+        cc = g.get("compute_capability")
+        mem = g.get("memory_total_mib")
+        parts = [g.get("name") or "unknown GPU"]
+        if mem:
+            parts.append(f"{mem / 1024:.0f} GiB")
+        if cc:
+            parts.append("compute capability " + ".".join(str(c) for c in cc))
+        lines.append(f"gpu {g.get('index', '?')}:    {', '.join(parts)}")
+    lines.append(f"python:   {hw.get('python', '?')} on {hw.get('platform', '?')}")
+    return lines
+
+
+def cmd_hardware(args: argparse.Namespace) -> int:
+    from . import hardware
+
+    hw = hardware.detect()
+    if args.verbose:
+        say(json.dumps(hw, indent=2, default=str))
+    else:
+        say("\n".join(hardware_lines(hw)))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from . import report
+    from .records import load_results
+
+    path = args.path
+    if not os.path.exists(path):
+        return fail("report", f"no such file: {path}")
+    if os.path.isdir(path):
+        return fail("report", f"{path} is a folder, not a results file")
+    try:
+        results = load_results(path)
+    except ValueError as e:          # names the file and line
+        return fail("report", f"{e}")
+    except OSError as e:
+        return fail("report", f"cannot read {path}: {e.strerror or e}")
+    say(report.format_table(report.history_rows(results)))
+    return 0
+
+
+def main(argv: Optional[List[str]] = None, *, runner: Optional[Runner] = None) -> int:
+    """Parse ``argv`` (default ``sys.argv[1:]``), run the command, return its exit status.
+
+    Args:
+        argv: the arguments after ``python -m tfwb``.
+        runner: ``runner(cfg, progress=cb) -> RunResult`` for ``run``; ``None`` is
+            ``tfwb.run`` (tests pass a fake one, as to the Workbench).
+
+    Example:
+        >>> main(["knobs", "--markdown"])  # doctest: +SKIP
+
+    Raises:
+        SystemExit: with status 2 for bad options (and 0 for ``--help``).
+    """
+    parser = build_parser()
+    args = parse_args(parser, argv)
+    try:
+        if args.command == "run":
+            return cmd_run(parser, args, runner)
+        if args.command == "knobs":
+            return cmd_knobs(args)
+        if args.command == "hardware":
+            return cmd_hardware(args)
+        return cmd_report(args)
+    except BrokenPipeError:
+        # The reader went away (`... | head`): stop quietly, as Python's docs advise.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":
