@@ -5,9 +5,9 @@ import sys
 
 import pytest
 
-from tfwb import report
+from tfwb import report, stats
 from tfwb.config import RunConfig
-from tfwb.records import RunResult
+from tfwb.records import RunResult, Sample
 
 BASE_S = (0.100, 0.104, 0.096, 0.102, 0.098)
 
@@ -86,17 +86,17 @@ def test_too_few_steps_says_so():
 def test_format_table_exact(results):
     assert report.format_table(report.history_rows(results)) == (
         "#  status  changes vs baseline        median ms      IQR ms  examples/s  input wait  vs baseline        "
-        "               diagnosis\n"
+        "               vs previous run      diagnosis\n"
         "-  ------  -------------------------  ---------  ----------  ----------  ----------  -------------------"
-        "-------------  " + "-" * 54 + "\n"
+        "-------------  -------------------  " + "-" * 54 + "\n"
         "1  ok      baseline                       100.0  98.0-102.0         640         30%  baseline           "
-        "               highly input-bound (input wait 30%): try prefetch=True\n"
+        "                                    highly input-bound (input wait 30%): try prefetch=True\n"
         "2  ok      prefetch=True, cache=True       50.0   49.0-51.0       1,280          2%  2.00x faster       "
-        "               not input-bound (input wait 2%)\n"
+        "               vs #1: 2.00x faster  not input-bound (input wait 2%)\n"
         "3  ok      baseline                       101.0  99.0-103.0         634         30%  0.99x: no significa"
-        "nt difference  highly input-bound (input wait 30%): try prefetch=True\n"
+        "nt difference  vs #2: 2.02x slower  highly input-bound (input wait 30%): try prefetch=True\n"
         "4  failed  batch_size=4096                                                                              "
-        "               error: ResourceExhaustedError: OOM")
+        "                                    error: ResourceExhaustedError: OOM")
 
 
 def test_format_table_shows_labels_only_when_some_run_has_one():
@@ -117,10 +117,10 @@ def test_html_table_exact_escaped_and_failed_row_red():
     heads = [("right", "#"), ("left", "label"), ("left", "status"), ("left", "changes vs baseline"),
              ("right", "median ms"), ("right", "IQR ms"), ("right", "examples/s"), ("right", "input wait"),
              ("left", "vs baseline"), ("left", "diagnosis")]
-    nowrap = ";white-space:nowrap"   # numbers and the verdict never wrap
+    nowrap = ";white-space:nowrap"   # numbers never wrap
     cells = [("right" + nowrap, "1"), ("left", "&lt;b&gt;x&lt;/b&gt;"), ("left", "failed"), ("left", "baseline"),
              ("right" + nowrap, ""), ("right" + nowrap, ""), ("right" + nowrap, ""), ("right" + nowrap, ""),
-             ("left" + nowrap, ""), ("left", "error: bad &amp; &lt;worse&gt;")]
+             ("left", ""), ("left", "error: bad &amp; &lt;worse&gt;")]
     assert report.html_table(rows) == (
         '<table class="tfwb-history" style="border-collapse:collapse;font-size:12px"><thead><tr>'
         + "".join(th.format(*h) for h in heads) + '</tr></thead><tbody><tr class="tfwb-row-failed" '
@@ -133,6 +133,12 @@ def test_html_table_marks_baseline_and_verdicts(results):
     assert '<tr class="tfwb-row-ok tfwb-row-baseline" style="font-weight:bold">' in text
     assert ">2.00x faster<" in text and ">0.99x: no significant difference<" in text
     assert '<tr class="tfwb-row-failed" style="color:#c00">' in text
+    # Each verdict is coloured by its own comparison: #3 is no different from the
+    # baseline (grey) but 2.02x slower than #2 (orange).
+    assert f'color:{report.FASTER_COLOR}">2.00x faster<' in text
+    assert f'color:{report.SAME_COLOR}">0.99x: no significant difference<' in text
+    assert f'color:{report.SLOWER_COLOR}">vs #2: 2.02x slower<' in text
+    assert '<caption style="caption-side:bottom' in text and "Run-to-run noise: \u00b1" in text
 
 
 def test_empty():
@@ -164,3 +170,138 @@ def test_runs_of_another_size_are_not_compared_and_baseline_follows_the_latest_s
     assert rows[1]["verdict"] == "full size: not compared" and rows[1]["speedup"] is None
     rows = report.history_rows([small_base, full_base, full_fast], baseline_config=RunConfig())
     assert [r["verdict"] for r in rows] == ["small size: not compared", "baseline", "2.00x faster"]
+
+
+# -- each run against the previous one, and the noise it is judged against ------------------
+
+def steps(centre_s, n=20, jitter=0.01):
+    return tuple(centre_s * (1 + jitter * ((i % 5) - 2) / 2) for i in range(n))
+
+
+def test_a_run_is_compared_with_the_previous_run_and_the_baseline():
+    # The issue's case: mixed_float16 was faster than the all-off baseline but much
+    # slower than the run before it; the row must say both.
+    tuned = RunConfig(prefetch=True, parallel_map=True)
+    runs = [ok(RunConfig(), steps(0.120), 0.05), ok(tuned, steps(0.043), 0.0),
+            failed(RunConfig(batch_size=4096)),
+            ok(tuned.replace(mixed_precision="mixed_float16"), steps(0.102), 0.0)]
+    rows = report.history_rows(runs)
+    first, second, oom, mixed = rows
+    assert first["previous"] is None and first["prev_verdict"] == "" and first["prev_comparison"] is None
+    assert second["previous"] == 1 and second["prev_verdict"] == "2.79x faster"
+    assert oom["previous"] == 2 and oom["prev_verdict"] == ""             # nothing measured to compare
+    assert mixed["previous"] == 2                                          # the failure is skipped
+    assert mixed["verdict"] == "1.18x faster" and mixed["comparison"] == "faster"
+    assert mixed["prev_verdict"] == "2.37x slower" and mixed["prev_comparison"] == "slower"
+    assert mixed["prev_speedup"] == pytest.approx(0.043 / 0.102)
+    assert mixed["prev_changes"] == "mixed_precision='mixed_float16'"
+    assert mixed["changes"] == "prefetch=True, parallel_map=True, mixed_precision='mixed_float16'"
+    cells = report.format_cells(mixed)
+    assert cells["prev_verdict"] == "vs #2: 2.37x slower" and cells["verdict"] == "1.18x faster"
+
+
+def test_previous_run_is_of_the_same_size_and_unchanged_knobs_say_so():
+    small = _sized(ok(RunConfig(), BASE_S, 0.0), "small")
+    full = _sized(ok(RunConfig(), (0.5,) * 5, 0.0), "full")
+    again = _sized(ok(RunConfig(), BASE_S, 0.0), "small")
+    rows = report.history_rows([small, full, again])
+    assert rows[2]["previous"] == 1 and rows[2]["prev_changes"] == "no change"
+    assert rows[1]["previous"] is None
+
+
+def test_identical_runs_that_drift_are_no_significant_difference():
+    # Three identical runs landing 62.5, 66 and 64 ms apart, each with a tight IQR: the old
+    # rule called the gaps significant; within the noise band they are not.
+    runs = [ok(RunConfig(), steps(m), 0.0) for m in (0.0625, 0.066, 0.064)]
+    rows = report.history_rows(runs)
+    assert [r["comparison"] for r in rows] == ["baseline", "no significant difference",
+                                               "no significant difference"]
+    assert rows[1]["verdict"].endswith("run-to-run noise)")
+    assert rows[2]["prev_comparison"] == "no significant difference"
+
+
+def test_a_15_percent_change_beyond_the_noise_is_detected():
+    runs = [ok(RunConfig(), steps(0.100), 0.0), ok(RunConfig(batch_size=74), steps(0.115), 0.0)]
+    assert report.history_rows(runs)[1]["verdict"] == "1.15x slower"
+
+
+def with_load(result, other_pct, cores=2, size=None):
+    """Samples during the measured steps: this process 100 % of one core, others ``other_pct`` of all."""
+    t = 0.0
+    starts = []
+    for d in result.step_times_s:
+        starts.append(t)
+        t += d
+    own = 100.0 / cores
+    samples = tuple(Sample(t_s=i * t / 4, cpu_process_pct=100.0, cpu_system_pct=own + other_pct)
+                    for i in range(5))
+    fp = {"cpu_count": cores, "cpu_model": "test cpu"}
+    if size:
+        fp["size"] = size
+    return dataclasses.replace(result, step_start_s=starts, samples=samples, fingerprint=fp)
+
+
+def test_other_cpu_pct_reads_the_samples_of_the_measured_steps():
+    run = with_load(ok(RunConfig(), steps(0.1), 0.0), 30.0)
+    assert report.other_cpu_pct(run) == pytest.approx(30.0)
+    assert report.other_cpu_pct(ok(RunConfig(), steps(0.1), 0.0)) is None      # no samples
+    no_cores = dataclasses.replace(run, fingerprint={})
+    assert report.other_cpu_pct(no_cores) is None
+
+
+def test_a_slowdown_while_other_programs_were_busier_is_not_comparable():
+    quiet = with_load(ok(RunConfig(), steps(0.100), 0.0), 10.0)
+    busy = with_load(ok(RunConfig(), steps(0.180), 0.0), 50.0)
+    row = report.history_rows([quiet, busy])[1]
+    assert row["comparison"] == "not comparable"
+    assert row["verdict"] == ("0.56x: not comparable (other programs used 10 % of the CPU during the "
+                              "baseline, 50 % during this run)")
+    assert row["other_cpu_pct"] == pytest.approx(50.0)
+    cmp = report.compare_runs(quiet, busy)
+    assert cmp.verdict == "not comparable" and cmp.other_cpu_pct == (pytest.approx(10.0), pytest.approx(50.0))
+
+
+def test_noise_band_is_learned_from_repeated_identical_runs_at_similar_load():
+    runs = [with_load(ok(RunConfig(), steps(m), 0.0), 10.0) for m in (0.100, 0.101, 0.099)]
+    runs.append(with_load(ok(RunConfig(prefetch=True), steps(0.05), 0.0), 10.0))
+    band = report.noise_band(runs)
+    assert band.learned and band.runs == 3 and band.dof == 2
+    assert band.pct == pytest.approx(stats.learn_noise([[0.100, 0.101, 0.099]]).pct)
+    # A run of the same configuration while other programs were much busier is judged
+    # by the load rule, not pooled into the band.
+    busy = with_load(ok(RunConfig(), steps(0.16), 0.0), 55.0)
+    assert report.noise_band(runs + [busy]).pct == pytest.approx(band.pct)
+    # Runs on another machine do not count.
+    other_machine = [dataclasses.replace(r, fingerprint={"cpu_count": 8, "cpu_model": "other"}) for r in runs[:3]]
+    assert report.noise_band(other_machine + [runs[3]]) is stats.DEFAULT_NOISE
+    rows = report.history_rows(runs)
+    assert rows[0]["noise_learned"] and rows[0]["noise_pct"] == pytest.approx(band.pct)
+    assert "learned from 3 identical runs" in report.noise_note(rows)
+
+
+def test_noise_band_defaults_without_repeats(results):
+    assert report.noise_band(results) is stats.DEFAULT_NOISE
+    assert report.noise_band([]) is stats.DEFAULT_NOISE
+    rows = report.history_rows(results)
+    assert rows[0]["noise_pct"] == stats.DEFAULT_NOISE_PCT and not rows[0]["noise_learned"]
+    assert report.noise_note(rows).startswith(f"Run-to-run noise: \u00b1{stats.DEFAULT_NOISE_PCT:.0f} % (the default")
+    assert report.noise_note(report.history_rows(results[:1])) == ""          # nothing compared yet
+
+
+def test_short_changes_are_short_and_cut_nothing():
+    base = RunConfig(prefetch=True)
+    assert report.short_changes(RunConfig(prefetch=True, cache=True), base) == ["cache"]
+    assert report.short_changes(RunConfig(), base) == ["no prefetch"]
+    assert report.short_changes(RunConfig(prefetch=True, mixed_precision="mixed_float16", clip="norm:1.0",
+                                          batch_size=74), base) == \
+        ["batch_size=74", "mixed_precision=mixed_float16", "clip=norm:1.0"]
+    assert report.short_changes(RunConfig(prefetch=True, label="x"), base) == []
+    assert report.short_changes(RunConfig(), None) == []
+
+
+def test_verdict_colors_have_one_definition():
+    assert report.verdict_color("faster") == report.FASTER_COLOR
+    assert report.verdict_color("slower") == report.SLOWER_COLOR
+    assert report.verdict_color("no significant difference") == report.SAME_COLOR
+    assert report.verdict_color(None) == report.SAME_COLOR
+    assert report.FAILED_COLOR not in (report.FASTER_COLOR, report.SLOWER_COLOR, report.SAME_COLOR)

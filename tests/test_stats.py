@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 
 import numpy as np
 import pytest
@@ -143,3 +144,164 @@ def test_compare_empty_raises():
 ])
 def test_text_exact(base, cand, text):
     assert compare(base, cand).text() == text
+
+
+# -- run-to-run noise: the band two single runs must leave ---------------------------------
+
+def _run(centre, seed, n=40, jitter=0.02):
+    """One run's steps: tight within the run (±2 %), centred where the machine put it."""
+    return _steps(centre, n=n, jitter=jitter, seed=seed)
+
+
+def test_identical_runs_with_a_run_level_offset_inside_the_band_are_no_difference():
+    # Drift between runs moves the whole run by 6 %: the IQRs are far apart, yet it is noise.
+    base, cand = _run(0.100, seed=1), _run(0.106, seed=2)
+    assert not Spread.of(base).overlaps(Spread.of(cand))                 # the old rule's false alarm
+    c = compare(base, cand)
+    assert c.verdict == "no significant difference" and not c.significant and c.within_noise
+    assert c.text() == "0.94x: no significant difference (within \u00b110 % run-to-run noise)"
+
+
+def test_a_15_percent_shift_beyond_the_band_is_detected_both_ways():
+    assert compare(_run(0.100, seed=1), _run(0.115, seed=2)).verdict == "slower"
+    assert compare(_run(0.115, seed=1), _run(0.100, seed=2)).verdict == "faster"
+    assert compare(_run(0.100, seed=1), _run(0.115, seed=2)).text() == "1.15x slower"
+
+
+def test_false_alarm_rate_on_synthetic_drift_is_low_and_detection_high():
+    # Many A/A pairs whose run-level offsets scatter within ±6 % (inside the default
+    # band) and A/B pairs with a 15 % change on top of the same drift.
+    rng = random.Random(7)
+    alarms = detections = 0
+    trials = 200
+    for t in range(trials):
+        offset_a, offset_b = (1 + rng.uniform(-0.03, 0.03) for _ in range(2))
+        base = _run(0.1 * offset_a, seed=3 * t)
+        same = _run(0.1 * offset_b, seed=3 * t + 1)
+        slower = _run(0.115 * offset_b, seed=3 * t + 2)
+        alarms += compare(base, same).significant
+        detections += compare(base, slower).verdict == "slower"
+    assert alarms == 0
+    assert detections / trials >= 0.9
+
+
+def test_compare_with_a_learned_band_says_whose_noise_it_is():
+    band = stats.learn_noise([[0.100, 0.101, 0.099, 0.100]])
+    assert band.learned and band.runs == 4 and band.dof == 3
+    s = statistics.stdev(math.log(v) for v in [0.100, 0.101, 0.099, 0.100])
+    assert band.pct == pytest.approx(100 * math.expm1(3.182 * math.sqrt(2) * s))
+    c = compare(_run(0.100, seed=1), _run(0.1015, seed=2, jitter=0.001), noise=band)
+    assert c.verdict == "no significant difference"
+    assert "this machine's" in c.text()
+    assert compare(_run(0.100, seed=1, jitter=0.001), _run(0.108, seed=2, jitter=0.001),
+                   noise=band).verdict == "slower"
+
+
+def test_learn_noise_pools_groups_with_students_t():
+    groups = [[0.100, 0.110], [0.200, 0.220, 0.210], [0.5]]       # the single run adds nothing
+    logs = [[math.log(v) for v in g] for g in groups[:2]]
+    ss = sum(sum((x - sum(g) / len(g)) ** 2 for x in g) for g in logs)
+    s = math.sqrt(ss / 3)                                          # dof = 1 + 2
+    band = stats.learn_noise(groups)
+    assert (band.runs, band.dof) == (5, 3)
+    assert band.pct == pytest.approx(100 * math.expm1(3.182 * math.sqrt(2) * s))
+
+
+@pytest.mark.parametrize("groups", [[], [[0.1]], [[0.1, 0.2]], [[0.1, 0.2], [0.3]]])
+def test_learn_noise_falls_back_to_the_default_with_too_little(groups):
+    assert stats.learn_noise(groups) is stats.DEFAULT_NOISE
+    assert not stats.DEFAULT_NOISE.learned
+
+
+def test_learn_noise_rejects_non_positive_times():
+    with pytest.raises(ValueError, match="positive"):
+        stats.learn_noise([[0.1, 0.0, 0.1]])
+
+
+def test_noise_band_contains_is_symmetric_in_ratio():
+    band = stats.NoiseBand(10.0)
+    assert band.contains(1.1) and band.contains(1 / 1.1) and band.contains(1.0)
+    assert not band.contains(1.11) and not band.contains(1 / 1.11)
+    assert band.text().startswith("\u00b110 % (the default")
+    assert stats.NoiseBand(8.4, runs=5, dof=4).text() == "\u00b18 % (learned from 5 identical runs)"
+
+
+# -- other programs' CPU use ---------------------------------------------------------------
+
+def test_a_slowdown_during_heavier_other_load_is_not_comparable():
+    # Other programs took 50 % of the CPU during the candidate, 10 % during the baseline:
+    # its 1.8x slowdown is what that load does, not what the knob does.
+    c = compare(_run(0.100, seed=1), _run(0.180, seed=2), other_cpu_pct=(10.0, 50.0))
+    assert c.verdict == stats.NOT_COMPARABLE and not c.significant
+    assert c.text() == (f"{c.speedup:.2f}x: not comparable (other programs used 10 % of the CPU during the "
+                        "baseline, 50 % during this run)")
+
+
+def test_load_does_not_excuse_a_speedup_or_a_slowdown_far_beyond_it():
+    # The busier run was the faster one: the speedup is real (if anything understated).
+    assert compare(_run(0.100, seed=1), _run(0.080, seed=2), other_cpu_pct=(10.0, 50.0)).verdict == "faster"
+    # Far beyond what 10 % -> 30 % of other load can do.
+    assert stats.load_factor((10.0, 30.0)) == pytest.approx((90 / 70) ** 2)
+    assert compare(_run(0.100, seed=1), _run(0.300, seed=2), other_cpu_pct=(10.0, 30.0)).verdict == "slower"
+
+
+@pytest.mark.parametrize("loads", [None, (None, 40.0), (20.0, 25.0)])
+def test_unknown_or_similar_load_leaves_the_verdict_alone(loads):
+    assert compare(_run(0.100, seed=1), _run(0.150, seed=2), other_cpu_pct=loads).verdict == "slower"
+
+
+# -- alternating rounds ----------------------------------------------------------------------
+
+def test_sign_test_and_median_ci_agree():
+    for n in range(6, 31):
+        ratios = list(range(1, n + 1))
+        low, high, coverage = stats.median_ci(ratios)
+        assert coverage >= 0.95 or n < 6
+        k = int(low)                                  # CI = [x_(k), x_(n-k+1)]
+        assert high == n - k + 1
+        # "all of the CI above 1" needs n-k+1 rounds above 1: the sign test's 5 % cut.
+        assert stats.sign_test_p(n - k + 1, n) <= 0.05 < stats.sign_test_p(n - k, n)
+
+
+def _rounds(ratio, n, noise, seed, drift=0.0):
+    rng = random.Random(seed)
+    base, cand = [], []
+    for i in range(n):
+        level = 0.1 * (1 + drift * math.sin(i / 3))             # the machine drifts...
+        base.append(level * (1 + rng.gauss(0, noise)))
+        cand.append(level * ratio * (1 + rng.gauss(0, noise)))   # ...under both alike
+    return base, cand
+
+
+def test_rounds_under_drift_call_identical_configs_no_difference_and_find_15_percent():
+    alarms = hits = 0
+    for seed in range(200):
+        alarms += stats.compare_rounds(*_rounds(1.0, 30, 0.04, seed, drift=0.4)).significant
+        hits += stats.compare_rounds(*_rounds(1.15, 30, 0.04, 1000 + seed, drift=0.4)).verdict == "slower"
+    assert alarms <= 0.05 * 200 * 1.5          # the sign test's level is 4.3 % at 30 rounds
+    assert hits == 200
+
+
+def test_compare_rounds_text_and_fields():
+    c = stats.compare_rounds([1.0] * 10, [1.16, 1.15, 1.2, 1.1, 1.17, 1.16, 1.14, 1.15, 1.18, 1.2],
+                             method="test")
+    assert c.verdict == "slower" and c.significant and c.faster_rounds == 0 and c.rounds == 10
+    assert c.ratio == pytest.approx(1.16)
+    assert c.text() == "1.16x slower (98 % CI 1.14-1.20x; slower in 10 of 10 rounds)"
+    assert c.method == "test" and c.baseline_s == (1.0,) * 10
+
+
+def test_compare_rounds_one_disagreeing_round_in_ten_still_decides_two_do_not():
+    base = [1.0] * 10
+    assert stats.compare_rounds(base, [0.8] * 9 + [1.2]).verdict == "faster"
+    assert stats.compare_rounds(base, [0.8] * 8 + [1.2] * 2).verdict == "no significant difference"
+
+
+def test_compare_rounds_too_few_and_bad_input():
+    assert stats.compare_rounds([1.0] * 5, [0.5] * 5).verdict == stats.TOO_FEW_ROUNDS
+    with pytest.raises(ValueError, match="pairs"):
+        stats.compare_rounds([1.0] * 6, [1.0] * 5)
+    with pytest.raises(ValueError, match="no rounds"):
+        stats.compare_rounds([], [])
+    with pytest.raises(ValueError, match="positive"):
+        stats.compare_rounds([1.0] * 6, [0.0] * 6)

@@ -1,8 +1,12 @@
 """Run history as rows and tables: what changed, how fast, is it significant, what limits it.
 
 Owns the history table that the Workbench shows and the command line prints:
-``history_rows`` turns RunResults into plain dict rows, ``format_table`` renders
-them as fixed-width text and ``html_table`` as escaped HTML. Pure: no TensorFlow,
+``history_rows`` turns RunResults into plain dict rows, each run compared with the
+baseline and with the run before it, ``format_table`` renders them as fixed-width
+text and ``html_table`` as escaped HTML. ``noise_band`` learns this machine's
+run-to-run noise from repeated identical runs in the history, and ``short_changes``
+names a run by the knobs that set it apart (for chart labels). The colours of
+verdicts and failures are defined here, once. Pure: no TensorFlow,
 no matplotlib, no ipywidgets, no IPython; the same inputs always give the same
 output, so a notebook cell showing a table of fixed results can be checked by nbval.
 """
@@ -28,13 +32,30 @@ COLUMNS: Tuple[Tuple[str, str], ...] = (
     ("examples_per_s", "examples/s"),
     ("input_wait_pct", "input wait"),
     ("verdict", "vs baseline"),
+    ("prev_verdict", "vs previous run"),
     ("diagnosis", "diagnosis"),
 )
 _RIGHT_ALIGNED = frozenset({"index", "median_ms", "iqr_ms", "examples_per_s", "input_wait_pct"})
 
 BASELINE_TEXT = "baseline"
+SAME_TEXT = "no change"
 EMPTY_TEXT = "No runs yet."
-FAILED_COLOR = "#c00"
+#: The one definition of each colour the tables and charts use.
+FAILED_COLOR = "#c00"          # a run that did not finish
+FASTER_COLOR = "#1a7f37"       # significantly faster than what it is compared with
+SLOWER_COLOR = "#c4570c"       # significantly slower (orange: red means failed)
+SAME_COLOR = "#6e6e6e"         # no significant difference, or nothing to compare
+VERDICT_COLORS = {stats.FASTER: FASTER_COLOR, stats.SLOWER: SLOWER_COLOR}
+
+
+def verdict_color(kind: Optional[str]) -> str:
+    """The colour for a comparison kind (``stats.FASTER``, ``stats.SLOWER``, anything else).
+
+    Example:
+        >>> verdict_color("faster"), verdict_color("no significant difference")
+        ('#1a7f37', '#6e6e6e')
+    """
+    return VERDICT_COLORS.get(kind or "", SAME_COLOR)
 
 
 def format_changes(config: RunConfig, baseline_config: Optional[RunConfig]) -> str:
@@ -58,6 +79,135 @@ def format_changes(config: RunConfig, baseline_config: Optional[RunConfig]) -> s
     if not diff:
         return BASELINE_TEXT
     return ", ".join(f"{name}={value!r}" for name, value in diff.items())
+
+
+def short_changes(config: RunConfig, reference: Optional[RunConfig]) -> List[str]:
+    """What sets ``config`` apart from ``reference``, one short item per knob.
+
+    Booleans read as the knob's name (``"prefetch"``) or ``"no prefetch"``; other
+    values as ``name=value`` without quotes (``"mixed_precision=mixed_float16"``).
+    Nothing is cut: charts wrap the items instead.
+
+    Args:
+        config: the run's configuration.
+        reference: what it is named against (usually the baseline configuration).
+
+    Returns:
+        The items in declaration order; ``[]`` when nothing differs (``label`` ignored).
+
+    Example:
+        >>> short_changes(RunConfig(prefetch=True, mixed_precision="mixed_float16"), RunConfig())
+        ['prefetch', 'mixed_precision=mixed_float16']
+    """
+    if reference is None:
+        return []
+    items = []
+    for name, value in config.diff(reference).items():
+        if isinstance(value, bool):
+            items.append(name if value else f"no {name}")
+        else:
+            items.append(f"{name}={value}")
+    return items
+
+
+def _machine(result: RunResult) -> tuple:
+    fp = result.fingerprint or {}
+    gpus = tuple(str(g.get("name")) if isinstance(g, dict) else str(g) for g in fp.get("gpus") or ())
+    return fp.get("cpu_model"), fp.get("cpu_count"), gpus, fp.get("environment")
+
+
+#: Width (percentage points of all cores) of the bins of other programs' CPU use within
+#: which identical runs are pooled to learn the noise band.
+LOAD_BIN_PCT = 20.0
+
+
+def other_cpu_pct(result: RunResult) -> Optional[float]:
+    """The share of all CPU cores (0-100) other programs used during the measured steps.
+
+    From the utilization samples taken while the measured steps ran: the machine's
+    CPU use minus this process's (``cpu_process_pct`` is % of one core, so it is
+    divided by the cores in the fingerprint), median over the samples, never below 0.
+
+    Returns:
+        The share, or ``None`` without samples, step starts or a core count.
+
+    Example:
+        >>> other_cpu_pct(RunResult(config=RunConfig())) is None
+        True
+    """
+    cores = (result.fingerprint or {}).get("cpu_count")
+    if not cores or not result.samples or not result.step_start_s or not result.step_times_s:
+        return None
+    lo = result.step_start_s[0]
+    hi = result.step_start_s[-1] + result.step_times_s[-1]
+    values = [max(0.0, s.cpu_system_pct - s.cpu_process_pct / cores) for s in result.samples
+              if lo <= s.t_s <= hi and s.cpu_system_pct is not None and s.cpu_process_pct is not None]
+    return stats.median(values) if values else None
+
+
+def _load_bin(result: RunResult) -> Optional[int]:
+    load = other_cpu_pct(result)
+    return None if load is None else int(load // LOAD_BIN_PCT)
+
+
+def noise_band(results: Sequence[RunResult], *,
+               default: stats.NoiseBand = stats.DEFAULT_NOISE) -> stats.NoiseBand:
+    """This machine's run-to-run noise, learned from repeated identical runs in ``results``.
+
+    Finished runs of the same configuration (``label`` ignored), workload size and
+    machine, during which other programs used a similar share of the CPU (the same
+    ``LOAD_BIN_PCT`` bin; swings in that load are judged apart, see
+    ``stats.compare``), form a group; ``stats.learn_noise`` pools the groups' spread
+    of median step times. Only runs on the machine of the latest finished run count.
+
+    Args:
+        results: runs in order, failures included (they are skipped).
+        default: the band while the history holds too few repeats
+            (``stats.MIN_NOISE_DOF`` + 1 runs of one configuration, or two pairs).
+
+    Returns:
+        A ``stats.NoiseBand``.
+
+    Example:
+        >>> noise_band([]) == stats.DEFAULT_NOISE
+        True
+    """
+    ok = [r for r in results if r.ok]
+    if not ok:
+        return default
+    machine = _machine(ok[-1])
+    groups: Dict[tuple, List[float]] = {}
+    for r in ok:
+        if _machine(r) != machine:
+            continue
+        knobs = tuple(sorted((k, repr(v)) for k, v in r.config.to_dict().items() if k != "label"))
+        groups.setdefault((knobs, _size(r), _load_bin(r)), []).append(r.median_step_s)
+    return stats.learn_noise(list(groups.values()), default=default)
+
+
+def compare_runs(baseline: RunResult, candidate: RunResult, *,
+                 noise: Optional[stats.NoiseBand] = None) -> Optional[stats.Comparison]:
+    """``stats.compare`` of two finished runs, with the CPU share other programs used in each.
+
+    Args:
+        baseline, candidate: RunResults.
+        noise: the run-to-run band; default ``stats.DEFAULT_NOISE`` (``history_rows``
+            passes ``noise_band`` of the whole history).
+
+    Returns:
+        The ``stats.Comparison``, or ``None`` when a run measured nothing.
+
+    Example:
+        >>> compare_runs(RunResult(config=RunConfig()), RunResult(config=RunConfig())) is None
+        True
+    """
+    if not baseline.step_times_s or not candidate.step_times_s:
+        return None
+    try:
+        return stats.compare(baseline.step_times_s, candidate.step_times_s, noise=noise,
+                             other_cpu_pct=(other_cpu_pct(baseline), other_cpu_pct(candidate)))
+    except ValueError:
+        return None
 
 
 def _size(result: RunResult) -> Optional[str]:
@@ -95,8 +245,9 @@ def pick_baseline(results: Sequence[RunResult],
 
 
 def history_rows(results: Sequence[RunResult], baseline: Optional[RunResult] = None, *,
-                 baseline_config: Optional[RunConfig] = None) -> List[Dict[str, Any]]:
-    """One plain-data row per run, compared with a baseline run.
+                 baseline_config: Optional[RunConfig] = None,
+                 noise: Optional[stats.NoiseBand] = None) -> List[Dict[str, Any]]:
+    """One plain-data row per run, compared with the baseline run and with the run before it.
 
     Args:
         results: runs in the order they ran, failures included.
@@ -104,6 +255,9 @@ def history_rows(results: Sequence[RunResult], baseline: Optional[RunResult] = N
             ``pick_baseline(results, baseline_config)``.
         baseline_config: the configuration the ``changes`` column is relative to;
             default the baseline run's configuration (or the first run's).
+        noise: the run-to-run noise band a ratio must leave to count; default
+            ``noise_band(results)`` (learned from repeated identical runs, else
+            ``stats.DEFAULT_NOISE``).
 
     Returns:
         A list of dicts with keys ``index`` (1-based position), ``label``,
@@ -111,7 +265,16 @@ def history_rows(results: Sequence[RunResult], baseline: Optional[RunResult] = N
         ``median_ms``, ``q1_ms``, ``q3_ms``, ``iqr_ms`` (q3 - q1),
         ``examples_per_s``, ``input_wait_pct`` (0-100), ``speedup`` (baseline
         median / this median), ``verdict`` (``"baseline"``, ``"1.42x faster"``,
-        ``"1.03x: no significant difference"``, or ``""``), ``is_baseline``,
+        ``"1.03x: no significant difference"``, or ``""``), ``comparison`` (the
+        verdict's kind: ``stats.FASTER``, ``stats.SLOWER``, ``stats.NO_DIFFERENCE``,
+        ``stats.NOT_COMPARABLE``, ``stats.TOO_FEW``, ``"baseline"`` or ``None``),
+        ``is_baseline``;
+        the same against the previous finished run of the same size: ``previous``
+        (its index, or ``None``), ``prev_changes`` (``format_changes`` against it;
+        ``"no change"`` when equal), ``prev_speedup``, ``prev_verdict``,
+        ``prev_comparison``; ``noise_pct``, ``noise_learned`` and ``noise_text`` (the
+        band used); ``other_cpu_pct`` (the CPU share other programs took during the
+        run, ``None`` when unknown);
         ``bottleneck`` (the diagnosis headline; ``""`` for runs that did not
         finish) and ``error`` (``None`` for ok runs). Numbers are ``None`` where
         the run measured nothing. A run of another workload size than the
@@ -129,30 +292,58 @@ def history_rows(results: Sequence[RunResult], baseline: Optional[RunResult] = N
             baseline_config = baseline.config
         elif results:
             baseline_config = results[0].config
+    if noise is None:
+        noise = noise_band(results)
     rows = []
     for i, result in enumerate(results, 1):
-        rows.append(_row(i, result, baseline, baseline_config))
+        previous = _previous(results, i - 1)
+        row = _row(i, result, baseline, baseline_config, noise)
+        row.update(_versus_previous(result, previous, results, noise))
+        rows.append(row)
     return rows
 
 
+def _previous(results: Sequence[RunResult], position: int) -> Optional[RunResult]:
+    """The last finished run before ``results[position]`` of the same workload size."""
+    size = _size(results[position])
+    for r in reversed(results[:position]):
+        if r.ok and (size is None or _size(r) in (None, size)):
+            return r
+    return None
+
+
+def _versus_previous(result: RunResult, previous: Optional[RunResult], results: Sequence[RunResult],
+                     noise: stats.NoiseBand) -> Dict[str, Any]:
+    out: Dict[str, Any] = {"previous": None, "prev_changes": "", "prev_speedup": None, "prev_verdict": "",
+                           "prev_comparison": None}
+    if previous is None:
+        return out
+    out["previous"] = next(i for i, r in enumerate(results, 1) if r is previous)
+    diff = format_changes(result.config, previous.config)
+    out["prev_changes"] = SAME_TEXT if diff == BASELINE_TEXT else diff
+    if result.ok:
+        comparison = compare_runs(previous, result, noise=noise)
+        if comparison is not None:
+            out.update(prev_speedup=comparison.speedup, prev_verdict=comparison.text(),
+                       prev_comparison=comparison.verdict)
+    return out
+
+
 def _row(index: int, result: RunResult, baseline: Optional[RunResult],
-         baseline_config: Optional[RunConfig]) -> Dict[str, Any]:
+         baseline_config: Optional[RunConfig], noise: stats.NoiseBand) -> Dict[str, Any]:
     spread = result.spread
     wait = result.input_wait_fraction
     is_baseline = baseline is not None and result is baseline
-    speedup, verdict = None, ""
+    speedup, verdict, kind = None, "", None
     if is_baseline:
-        speedup, verdict = 1.0, BASELINE_TEXT
+        speedup, verdict, kind = 1.0, BASELINE_TEXT, BASELINE_TEXT
     elif baseline is not None and result.ok and None not in (_size(baseline), _size(result)) \
             and _size(baseline) != _size(result):
         verdict = f"{_size(result)} size: not compared"
     elif baseline is not None and result.ok:
-        try:
-            comparison = stats.compare(baseline.step_times_s, result.step_times_s)
-        except ValueError:
-            comparison = None
+        comparison = compare_runs(baseline, result, noise=noise)
         if comparison is not None:
-            speedup, verdict = comparison.speedup, comparison.text()
+            speedup, verdict, kind = comparison.speedup, comparison.text(), comparison.verdict
     ok = result.ok
     return {
         "index": index,
@@ -167,7 +358,12 @@ def _row(index: int, result: RunResult, baseline: Optional[RunResult],
         "input_wait_pct": wait * 100.0 if wait is not None else None,
         "speedup": speedup,
         "verdict": verdict,
+        "comparison": kind,
         "is_baseline": is_baseline,
+        "noise_pct": noise.pct,
+        "noise_learned": noise.learned,
+        "noise_text": noise.text(),
+        "other_cpu_pct": other_cpu_pct(result),
         "bottleneck": diagnose(result).headline if ok else "",
         "error": None if result.status == "ok" else (result.error or result.status),
     }
@@ -199,15 +395,36 @@ def format_cells(row: Dict[str, Any]) -> Dict[str, str]:
         "examples_per_s": num("examples_per_s", ",.0f"),
         "input_wait_pct": "" if row.get("input_wait_pct") is None else f"{row['input_wait_pct']:.0f}%",
         "verdict": row.get("verdict") or "",
+        "prev_verdict": f"vs #{row['previous']}: {row['prev_verdict']}" if row.get("prev_verdict") else "",
         "diagnosis": diagnosis,
     }
 
 
 def _columns(rows: Sequence[Dict[str, Any]]) -> Tuple[Tuple[str, str], ...]:
-    """COLUMNS, without ``label`` when no run has one."""
-    if any(row.get("label") for row in rows):
-        return COLUMNS
-    return tuple(c for c in COLUMNS if c[0] != "label")
+    """COLUMNS, without ``label`` when no run has one and without ``vs previous run``
+    when no run has a previous one to compare with."""
+    drop = set()
+    if not any(row.get("label") for row in rows):
+        drop.add("label")
+    if not any(row.get("prev_verdict") for row in rows):
+        drop.add("prev_verdict")
+    return tuple(c for c in COLUMNS if c[0] not in drop)
+
+
+def noise_note(rows: Sequence[Dict[str, Any]]) -> str:
+    """One sentence on the noise band the rows' verdicts used; ``""`` when nothing was compared.
+
+    Example:
+        >>> noise_note([])
+        ''
+    """
+    used = next((row for row in rows if row.get("noise_text")
+                 and (row.get("comparison") not in (None, BASELINE_TEXT) or row.get("prev_comparison"))), None)
+    if used is None:
+        return ""
+    return (f"Run-to-run noise: {used['noise_text']}. Two runs differ significantly only when their IQRs "
+            "do not overlap, their medians differ by more than that, and the slower run did not just "
+            "have less CPU because other programs were busier.")
 
 
 def format_table(rows: Sequence[Dict[str, Any]]) -> str:
@@ -219,7 +436,8 @@ def format_table(rows: Sequence[Dict[str, Any]]) -> str:
     Returns:
         Header, a dashed rule and one line per row; columns two spaces apart,
         numbers right-aligned, no trailing spaces. The ``label`` column appears only
-        when some run has a label. ``"No runs yet."`` for no rows.
+        when some run has a label, ``vs previous run`` only when some run has one.
+        ``"No runs yet."`` for no rows.
 
     Example:
         >>> format_table([])
@@ -252,8 +470,11 @@ def html_table(rows: Sequence[Dict[str, Any]]) -> str:
     Returns:
         ``<table class="tfwb-history">`` with one ``<tr>`` per row; each row has
         the class ``tfwb-row-<status>`` (plus ``tfwb-row-baseline`` for the
-        baseline), rows that did not finish are red, numbers are right-aligned. For
-        no rows, ``<div class="tfwb-history tfwb-empty">No runs yet.</div>``.
+        baseline), rows that did not finish are red (``FAILED_COLOR``), numbers are
+        right-aligned, each verdict is coloured by its own comparison (faster green,
+        slower orange, no significant difference grey) and a caption under the
+        table states the noise band (``noise_note``). For no rows,
+        ``<div class="tfwb-history tfwb-empty">No runs yet.</div>``.
 
     Example:
         >>> html_table([])
@@ -266,8 +487,14 @@ def html_table(rows: Sequence[Dict[str, Any]]) -> str:
     def align(key: str) -> str:
         return "right" if key in _RIGHT_ALIGNED else "left"
 
-    def nowrap(key: str) -> str:   # numbers and verdicts never break across lines
-        return ";white-space:nowrap" if key in _RIGHT_ALIGNED or key == "verdict" else ""
+    def nowrap(key: str) -> str:   # numbers never break across lines
+        return ";white-space:nowrap" if key in _RIGHT_ALIGNED else ""
+
+    def color(key: str, row: Dict[str, Any]) -> str:
+        kind = {"verdict": "comparison", "prev_verdict": "prev_comparison"}.get(key)
+        if kind is None or row.get("status") != "ok" or row.get(kind) in (None, BASELINE_TEXT):
+            return ""
+        return f";color:{verdict_color(row.get(kind))}"
 
     head = "".join(f'<th style="padding:1px 6px;border-bottom:1px solid #999;text-align:{align(key)}">'
                    f"{html.escape(title)}</th>" for key, title in columns)
@@ -279,8 +506,11 @@ def html_table(rows: Sequence[Dict[str, Any]]) -> str:
         styles = ([f"color:{FAILED_COLOR}"] if status != "ok" else []) + (
             ["font-weight:bold"] if row.get("is_baseline") else [])
         style = f' style="{";".join(styles)}"' if styles else ""
-        tds = "".join(f'<td style="padding:1px 6px;text-align:{align(key)}{nowrap(key)}">'
+        tds = "".join(f'<td style="padding:1px 6px;text-align:{align(key)}{nowrap(key)}{color(key, row)}">'
                       f"{html.escape(cells[key])}</td>" for key, _ in columns)
         body.append(f'<tr class="{" ".join(classes)}"{style}>{tds}</tr>')
+    note = noise_note(rows)
+    caption = (f'<caption style="caption-side:bottom;text-align:left;padding:2px 6px;color:#555;'
+               f'font-size:11px">{html.escape(note)}</caption>' if note else "")
     return ('<table class="tfwb-history" style="border-collapse:collapse;font-size:12px">'
-            f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+            f"{caption}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")

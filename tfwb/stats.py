@@ -1,19 +1,55 @@
-"""Robust statistics for step times and a noise-aware comparison of two runs.
+"""Robust statistics for step times, and noise-aware comparisons of runs.
 
-Pure functions over sequences of floats: median, quantiles, IQR, MAD, and
-``compare``, which calls a difference significant only when the two runs'
-inter-quartile ranges do not overlap. No NumPy needed; no TensorFlow.
+Pure functions over sequences of floats: median, quantiles, IQR, MAD, and three
+ways to ask "is this difference real?":
+
+* ``compare(baseline, candidate)``: two single runs' per-step times. A difference is
+  significant only when the two runs' inter-quartile ranges do not overlap, the
+  ratio of their medians lies outside the run-to-run noise band (how far apart two
+  runs of the same configuration land on this machine, ``NoiseBand``), and, when
+  the share of the CPU other programs used during each run is known, the ratio is
+  larger than that difference in load could explain. Steps within one run share
+  the machine's state at that moment, so their spread understates how much a
+  second run of the same configuration can differ.
+* ``learn_noise(groups)``: that band, learned from repeated identical runs
+  (``DEFAULT_NOISE`` until there are enough).
+* ``compare_rounds(baseline, candidate)``: per-round times of two configurations
+  run in alternation (``tfwb.tf.interleave.compare_interleaved``). Each round's
+  ratio pairs two measurements taken seconds apart, so slow drift cancels; a
+  difference is significant when the rounds agree in sign often enough (a two-sided
+  sign test at 5 %), and the verdict carries a distribution-free 95 % confidence
+  interval for the median ratio.
+
+No NumPy needed; no TensorFlow.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Optional, Sequence, Tuple
 
-#: Verdicts ``compare`` can return.
+#: Verdicts ``compare`` and ``compare_rounds`` can return.
 FASTER, SLOWER, NO_DIFFERENCE, TOO_FEW = ("faster", "slower", "no significant difference",
                                            "too few steps to tell")
+TOO_FEW_ROUNDS = "too few rounds to tell"
+#: Verdict when the slower run had so much less CPU (other programs busier) that the load
+#: alone could explain the difference.
+NOT_COMPARABLE = "not comparable"
 MIN_STEPS_TO_COMPARE = 5
+#: Fewest alternating rounds with which a sign test at 5 % can decide (6 of 6: p = 0.031).
+MIN_ROUNDS_TO_COMPARE = 6
+#: Fewest repeated identical runs' worth of evidence (degrees of freedom) to learn a band from.
+MIN_NOISE_DOF = 2
+#: Half-width (%) of the run-to-run noise band used until a machine's own is learned from
+#: repeated runs (``benchmarks/noise.py`` measures how identical runs scatter). Swings in
+#: other programs' CPU use, the largest source on a shared machine, are judged apart
+#: (``other_cpu_pct`` in ``compare``).
+DEFAULT_NOISE_PCT = 10.0
+#: Differences in other programs' CPU share (percentage points of all cores) below this
+#: are ignored by ``compare``.
+MIN_LOAD_GAP_PCT = 10.0
+#: Two-sided 5 % significance level for ``compare_rounds``.
+ALPHA = 0.05
 
 
 def _clean(values: Sequence[float]) -> list:
@@ -80,37 +116,184 @@ class Spread:
         return self.q1 <= other.q3 and other.q1 <= self.q3
 
 
+# -- run-to-run noise ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class NoiseBand:
+    """How far apart two runs of the same configuration can land: ratios within
+    ``1 / (1 + pct/100)`` .. ``1 + pct/100`` are noise.
+
+    Args:
+        pct: half-width of the band in percent (``25.0``: ratios 0.80..1.25).
+        runs: identical runs it was learned from (0 for the default).
+        dof: degrees of freedom of the estimate (runs minus configurations).
+    """
+
+    pct: float
+    runs: int = 0
+    dof: int = 0
+
+    @property
+    def learned(self) -> bool:
+        """True when learned from this machine's repeated runs, False for the default."""
+        return self.runs > 0
+
+    def contains(self, speedup: float) -> bool:
+        """True when ``speedup`` (either direction) is no larger than the band."""
+        return abs(math.log(speedup)) <= math.log1p(self.pct / 100.0) + 1e-12
+
+    def text(self) -> str:
+        """The band and where it comes from, e.g. ``"±8 % (learned from 5 identical runs)"``."""
+        if self.learned:
+            return f"\u00b1{self.pct:.0f} % (learned from {self.runs} identical runs)"
+        return (f"\u00b1{self.pct:.0f} % (the default; run one configuration {MIN_NOISE_DOF + 1} times "
+                "to learn this machine's)")
+
+
+DEFAULT_NOISE = NoiseBand(DEFAULT_NOISE_PCT)
+
+# Two-sided 95 % Student t quantiles by degrees of freedom (a df between two keys
+# uses the smaller key: a little wider, never narrower).
+_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
+         9: 2.262, 10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000, 120: 1.980}
+
+
+def _t975(dof: int) -> float:
+    return _T975[max(k for k in _T975 if k <= dof)]
+
+
+def learn_noise(groups: Sequence[Sequence[float]], *, default: NoiseBand = DEFAULT_NOISE) -> NoiseBand:
+    """The run-to-run noise band learned from repeated runs of identical configurations.
+
+    Each group holds the median step times of runs that used the same configuration
+    on the same machine. The spread of their logarithms, pooled over groups, is the
+    run-to-run noise ``s``; two new runs' log ratio then scatters with ``sqrt(2) s``,
+    and the band is the two-sided 95 % range of that ratio, with Student's ``t`` for
+    the few runs it was learned from: ``pct = 100 (exp(t sqrt(2) s) - 1)``.
+
+    Args:
+        groups: per configuration, the median step times (s) of its runs; groups with
+            one run carry no information and are skipped.
+        default: returned when there are fewer than ``MIN_NOISE_DOF`` degrees of
+            freedom (e.g. fewer than three runs of one configuration).
+
+    Returns:
+        A ``NoiseBand`` (``runs`` counts the runs it used).
+
+    Raises:
+        ValueError: for a non-positive time.
+
+    Example:
+        >>> learn_noise([[0.100, 0.100, 0.100]]).pct
+        0.0
+        >>> learn_noise([[0.1, 0.12]]) == DEFAULT_NOISE     # one degree of freedom: too little
+        True
+    """
+    ss, dof, runs = 0.0, 0, 0
+    for group in groups:
+        values = [float(v) for v in group]
+        if any(not v > 0 for v in values):
+            raise ValueError("run times must be positive to learn a noise band")
+        if len(values) < 2:
+            continue
+        logs = [math.log(v) for v in values]
+        mean = sum(logs) / len(logs)
+        ss += sum((x - mean) ** 2 for x in logs)
+        dof += len(logs) - 1
+        runs += len(logs)
+    if dof < MIN_NOISE_DOF:
+        return default
+    s = math.sqrt(ss / dof)
+    return NoiseBand(pct=100.0 * math.expm1(_t975(dof) * math.sqrt(2.0) * s), runs=runs, dof=dof)
+
+
+# -- two single runs ----------------------------------------------------------------
+
+def load_factor(other_cpu_pct: Tuple[float, float]) -> float:
+    """How much slower the busier of two runs could be from other programs' CPU use alone.
+
+    A run that had ``100 - busy`` % of the machine instead of ``100 - quiet`` % gets
+    ``(100 - quiet) / (100 - busy)`` times less CPU; the factor is that, squared,
+    because a step split over several threads also waits for the one that lost its
+    core (on a shared 2-core machine the measured slowdowns exceeded the plain CPU
+    ratio, ``benchmarks/noise.py``). The busier share is capped at 95 %.
+
+    Example:
+        >>> round(load_factor((10.0, 50.0)), 2)
+        3.24
+    """
+    quiet, busy = sorted(min(max(float(v), 0.0), 95.0) for v in other_cpu_pct)
+    return ((100.0 - quiet) / (100.0 - busy)) ** 2
+
+
 @dataclass(frozen=True)
 class Comparison:
     """How a candidate run compares with a baseline run.
 
     ``speedup`` is baseline median / candidate median (> 1: the candidate is
     faster). ``verdict`` is one of ``faster``, ``slower``,
-    ``no significant difference`` and ``too few steps to tell``.
+    ``no significant difference``, ``not comparable`` and ``too few steps to tell``.
+    ``noise`` is the run-to-run band the ratio had to leave; ``within_noise`` is True
+    when the IQRs were apart but the ratio stayed inside it; ``other_cpu_pct`` is the
+    share of all cores other programs used during (baseline, candidate), when known.
     """
 
     speedup: float
     baseline: Spread
     candidate: Spread
     verdict: str
+    noise: NoiseBand = DEFAULT_NOISE
+    within_noise: bool = False
+    other_cpu_pct: Optional[Tuple[float, float]] = None
+
+    @property
+    def ratio(self) -> float:
+        """Candidate median / baseline median (> 1: the candidate is slower)."""
+        return 1.0 / self.speedup
 
     @property
     def significant(self) -> bool:
         return self.verdict in (FASTER, SLOWER)
 
     def text(self) -> str:
-        """e.g. ``"1.42x faster"`` or ``"1.03x: no significant difference"``."""
+        """e.g. ``"1.42x faster"``, ``"1.03x: no significant difference"``,
+        ``"1.08x: no significant difference (within ±10 % run-to-run noise)"`` or
+        ``"0.55x: not comparable (other programs used 10 % of the CPU during the
+        baseline, 50 % during this run)"``."""
         if self.significant:
             factor = self.speedup if self.verdict == FASTER else 1.0 / self.speedup
             return f"{factor:.2f}x {self.verdict}"
-        return f"{self.speedup:.2f}x: {self.verdict}"
+        text = f"{self.speedup:.2f}x: {self.verdict}"
+        if self.verdict == NOT_COMPARABLE and self.other_cpu_pct is not None:
+            b, c = self.other_cpu_pct
+            text += f" (other programs used {b:.0f} % of the CPU during the baseline, {c:.0f} % during this run)"
+        elif self.within_noise:
+            whose = "this machine's " if self.noise.learned else ""
+            text += f" (within {whose}\u00b1{self.noise.pct:.0f} % run-to-run noise)"
+        return text
 
 
-def compare(baseline: Sequence[float], candidate: Sequence[float]) -> Comparison:
+def compare(baseline: Sequence[float], candidate: Sequence[float], *,
+            noise: Optional[NoiseBand] = None,
+            other_cpu_pct: Optional[Tuple[Optional[float], Optional[float]]] = None) -> Comparison:
     """Compare two runs' per-step times.
 
     The difference is significant only when both runs have at least
-    ``MIN_STEPS_TO_COMPARE`` steps and their IQRs do not overlap.
+    ``MIN_STEPS_TO_COMPARE`` steps, their IQRs do not overlap, the slower run is
+    not explained by other programs taking the CPU, and the ratio of their medians
+    lies outside ``noise``: two runs of the same configuration differ by more than
+    their steps' spread suggests (the machine's state drifts between runs), so a
+    ratio inside the band is called noise.
+
+    Args:
+        baseline, candidate: per-step times (any unit, the same for both).
+        noise: the run-to-run band; default ``DEFAULT_NOISE``
+            (see ``learn_noise`` and ``tfwb.report.noise_band``).
+        other_cpu_pct: the share of all cores (0-100) other programs used during
+            (baseline, candidate); ``None`` (or a ``None`` inside) when unknown. When
+            the slower run was the busier one by at least ``MIN_LOAD_GAP_PCT`` points
+            and its ratio is within ``load_factor`` times the band, the verdict is
+            ``not comparable``.
 
     Raises:
         ValueError: for empty input or a zero median.
@@ -118,15 +301,182 @@ def compare(baseline: Sequence[float], candidate: Sequence[float]) -> Comparison
     Example:
         >>> compare([2, 2, 2, 2, 2], [1, 1, 1, 1, 1]).text()
         '2.00x faster'
+        >>> compare([1.05] * 5, [1.0] * 5).verdict
+        'no significant difference'
+        >>> compare([1.0] * 5, [1.6] * 5, other_cpu_pct=(10, 50)).verdict
+        'not comparable'
     """
+    noise = DEFAULT_NOISE if noise is None else noise
     b, c = Spread.of(baseline), Spread.of(candidate)
     if c.median <= 0 or b.median <= 0:
         raise ValueError("step times must be positive to compute a speedup")
     speedup = b.median / c.median
+    loads = None
+    if other_cpu_pct is not None and None not in other_cpu_pct:
+        loads = (float(other_cpu_pct[0]), float(other_cpu_pct[1]))
+    within = False
     if min(b.n, c.n) < MIN_STEPS_TO_COMPARE:
         verdict = TOO_FEW
     elif b.overlaps(c):
         verdict = NO_DIFFERENCE
+    elif loads is not None and _explained_by_load(speedup, loads, noise):
+        verdict = NOT_COMPARABLE
+    elif noise.contains(speedup):
+        verdict, within = NO_DIFFERENCE, True
     else:
         verdict = FASTER if speedup > 1 else SLOWER
-    return Comparison(speedup=speedup, baseline=b, candidate=c, verdict=verdict)
+    return Comparison(speedup=speedup, baseline=b, candidate=c, verdict=verdict, noise=noise,
+                      within_noise=within, other_cpu_pct=loads)
+
+
+def _explained_by_load(speedup: float, loads: Tuple[float, float], noise: NoiseBand) -> bool:
+    """True when the slower run was the busier one and the load gap could explain the ratio."""
+    gap = loads[1] - loads[0]                    # > 0: other programs were busier during the candidate
+    if abs(gap) < MIN_LOAD_GAP_PCT or speedup == 1.0:
+        return False
+    slower_was_busier = (speedup < 1) == (gap > 0)
+    limit = math.log(load_factor(loads)) + math.log1p(noise.pct / 100.0)
+    return slower_was_busier and abs(math.log(speedup)) <= limit
+
+
+# -- alternating rounds -------------------------------------------------------------
+
+def _binom_cdf_half(k: int, n: int) -> float:
+    """P(X <= k) for X ~ Binomial(n, 1/2)."""
+    if k < 0:
+        return 0.0
+    return sum(math.comb(n, i) for i in range(0, min(k, n) + 1)) / 2.0 ** n
+
+
+def sign_test_p(successes: int, n: int) -> float:
+    """Two-sided exact sign-test p-value for ``successes`` of ``n`` (null: one half).
+
+    Example:
+        >>> round(sign_test_p(9, 10), 4)
+        0.0215
+    """
+    if n <= 0:
+        return 1.0
+    tail = _binom_cdf_half(min(successes, n - successes), n)
+    return min(1.0, 2.0 * tail)
+
+
+def median_ci(values: Sequence[float], level: float = 0.95) -> Tuple[float, float, float]:
+    """A distribution-free confidence interval for the median, from order statistics.
+
+    Returns ``(low, high, coverage)`` with ``[low, high] = [x_(k), x_(n-k+1)]`` for the
+    largest ``k`` whose exact coverage ``1 - 2 P(Binomial(n, 1/2) <= k - 1)`` is at
+    least ``level``; for too few values, the full range with its (lower) coverage.
+
+    Example:
+        >>> median_ci([1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+        (2.0, 9.0, 0.978515625)
+    """
+    xs = _clean(values)
+    n = len(xs)
+    k = 1
+    while k + 1 <= n // 2 and 1.0 - 2.0 * _binom_cdf_half(k, n) >= level:
+        k += 1
+    return xs[k - 1], xs[n - k], 1.0 - 2.0 * _binom_cdf_half(k - 1, n)
+
+
+@dataclass(frozen=True)
+class RoundsComparison:
+    """Two configurations measured in alternating rounds, and what the rounds say.
+
+    Args:
+        speedup: median over rounds of baseline time / candidate time (> 1: faster).
+        low, high: distribution-free ~95 % confidence interval of that median.
+        coverage: the interval's exact coverage under the sign test (>= 0.95 when
+            there are enough rounds).
+        rounds: rounds measured.
+        faster_rounds: rounds in which the candidate was faster.
+        p_value: two-sided sign-test p-value.
+        verdict: ``faster``, ``slower``, ``no significant difference`` or
+            ``too few rounds to tell``.
+        baseline_s, candidate_s: each round's time of each configuration (s).
+        method: how the rounds were measured (e.g. ``"warm blocks of 10 steps"``).
+    """
+
+    speedup: float
+    low: float
+    high: float
+    coverage: float
+    rounds: int
+    faster_rounds: int
+    p_value: float
+    verdict: str
+    baseline_s: Tuple[float, ...] = ()
+    candidate_s: Tuple[float, ...] = ()
+    method: str = ""
+
+    @property
+    def ratio(self) -> float:
+        """Candidate time / baseline time (> 1: the candidate is slower)."""
+        return 1.0 / self.speedup
+
+    @property
+    def significant(self) -> bool:
+        return self.verdict in (FASTER, SLOWER)
+
+    def text(self) -> str:
+        """e.g. ``"1.16x slower (95 % CI 1.12-1.19x; slower in 10 of 10 rounds)"``."""
+        if self.verdict == SLOWER:
+            head, lo, hi = f"{1 / self.speedup:.2f}x slower", 1 / self.high, 1 / self.low
+        else:
+            head, lo, hi = f"{self.speedup:.2f}x", self.low, self.high
+            head += " faster" if self.verdict == FASTER else f": {self.verdict}"
+        if self.verdict == SLOWER:
+            count = f"slower in {self.rounds - self.faster_rounds} of {self.rounds} rounds"
+        else:
+            count = f"faster in {self.faster_rounds} of {self.rounds} rounds"
+        return f"{head} ({self.coverage * 100:.0f} % CI {lo:.2f}-{hi:.2f}x; {count})"
+
+
+def compare_rounds(baseline: Sequence[float], candidate: Sequence[float], *,
+                   method: str = "") -> RoundsComparison:
+    """Decide from paired rounds: ``baseline[i]`` and ``candidate[i]`` measured side by side.
+
+    Each round's ratio ``baseline[i] / candidate[i]`` compares two measurements taken
+    moments apart, so drift of the machine between rounds cancels. The candidate is
+    called faster (slower) when the sign test on the rounds' ratios rejects "no
+    difference" at a two-sided 5 % level, which is the same as the ~95 % confidence
+    interval of the median ratio lying entirely above (below) 1. It assumes nothing
+    about the shape of the noise and ignores how far off an outlier round lies.
+
+    Args:
+        baseline, candidate: per-round times (s), one pair per round.
+        method: recorded in the result (how the rounds were measured).
+
+    Raises:
+        ValueError: for unequal lengths, no rounds or non-positive times.
+
+    Example:
+        >>> compare_rounds([1.0] * 8, [0.8, 0.81, 0.79, 0.8, 0.82, 0.8, 0.78, 0.8]).text()
+        '1.25x faster (99 % CI 1.22-1.28x; faster in 8 of 8 rounds)'
+    """
+    if len(baseline) != len(candidate):
+        raise ValueError(f"baseline has {len(baseline)} rounds but candidate has {len(candidate)}; "
+                         "rounds come in pairs")
+    if not baseline:
+        raise ValueError("no rounds to compare")
+    b = [float(v) for v in baseline]
+    c = [float(v) for v in candidate]
+    if any(not v > 0 for v in b + c):
+        raise ValueError("round times must be positive to compute a speedup")
+    ratios = [x / y for x, y in zip(b, c)]
+    n = len(ratios)
+    faster = sum(r > 1 for r in ratios)
+    slower = sum(r < 1 for r in ratios)
+    speedup = median(ratios)
+    low, high, coverage = median_ci(ratios)
+    p = sign_test_p(faster, faster + slower)
+    if n < MIN_ROUNDS_TO_COMPARE:
+        verdict = TOO_FEW_ROUNDS
+    elif p <= ALPHA:
+        verdict = FASTER if faster > slower else SLOWER
+    else:
+        verdict = NO_DIFFERENCE
+    return RoundsComparison(speedup=speedup, low=low, high=high, coverage=coverage, rounds=n,
+                            faster_rounds=faster, p_value=p, verdict=verdict,
+                            baseline_s=tuple(b), candidate_s=tuple(c), method=method)

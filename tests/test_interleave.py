@@ -1,0 +1,42 @@
+"""tfwb.tf.interleave: alternating rounds of two configurations, decided by the sign test."""
+import pytest
+
+from tfwb import stats
+from tfwb.config import RunConfig
+
+interleave = pytest.importorskip("tfwb.tf.interleave")
+
+
+def test_rounds_alternate_which_configuration_goes_first():
+    assert [interleave.round_order(i) for i in range(4)] == [(0, 1), (1, 0), (0, 1), (1, 0)]
+
+
+@pytest.mark.parametrize("a, b, possible", [
+    (RunConfig(), RunConfig(prefetch=True), True),
+    (RunConfig(strategy="mirrored"), RunConfig(), False),
+    (RunConfig(cache="/tmp/x"), RunConfig(cache="/tmp/x", prefetch=True), False),
+    (RunConfig(cache="/tmp/x"), RunConfig(cache="/tmp/y"), True),
+])
+def test_warm_blocks_only_where_two_setups_can_share_a_process(a, b, possible):
+    ok, why = interleave.can_warm_interleave(a, b)
+    assert ok is possible and (why == "") is possible
+
+
+def test_warm_true_where_impossible_raises():
+    with pytest.raises(ValueError, match="warm=True is not possible"):
+        interleave.compare_interleaved(RunConfig(strategy="mirrored"), RunConfig(), warm=True)
+    with pytest.raises(ValueError, match="rounds"):
+        interleave.compare_interleaved(RunConfig(), RunConfig(), rounds=0)
+
+
+def test_a_short_interleaved_comparison_returns_paired_rounds():
+    cfg = RunConfig(data_source="memory", size="small", batch_size=16, warmup_steps=2)
+    seen = []
+    cmp = interleave.compare_interleaved(cfg, cfg.replace(batch_size=32), rounds=6, steps_per_round=2,
+                                         progress=lambda done, total: seen.append((done, total)))
+    assert isinstance(cmp, stats.RoundsComparison)
+    assert cmp.rounds == 6 and len(cmp.baseline_s) == len(cmp.candidate_s) == 6
+    assert all(t > 0 for t in cmp.baseline_s + cmp.candidate_s)
+    assert cmp.verdict in (stats.FASTER, stats.SLOWER, stats.NO_DIFFERENCE)
+    assert cmp.method.startswith("alternating warm blocks of 2 steps")
+    assert seen[-1] == (6, 6) and len(seen) == 6
