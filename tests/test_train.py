@@ -561,3 +561,23 @@ def test_a_run_whose_loss_becomes_nan_is_recorded_as_diverged_and_the_next_run_i
     assert not math.isfinite(r.losses[-1]) and len(r.losses) < 30
     after = train.run(tiny(steps=2))
     assert after.ok and all(math.isfinite(v) for v in after.losses)
+
+
+def test_tensorflow_log_lines_written_during_a_run_become_notes_not_stderr(capfd):
+    import os
+
+    def noisy_model(cfg):
+        os.write(2, b"E0000 00:00:1795675178.110535   24976 util.cc:131] oneDNN says something\n")
+        os.write(2, b"E0000 00:00:1795675178.110536   24976 util.cc:131] oneDNN says something\n")
+        os.write(2, b"a line that is not TensorFlow's\n")
+        return tiny_model(cfg)
+
+    register_workload(TINY + "-noisy", model_fn=noisy_model, data_fn=tiny_data)
+    try:
+        r = train.run(tiny(workload=TINY + "-noisy", steps=2))
+    finally:
+        unregister_workload(TINY + "-noisy")
+    assert r.ok, r.error
+    assert [n for n in r.notes if n.startswith("TensorFlow:")] == ["TensorFlow: oneDNN says something"]
+    err = capfd.readouterr().err
+    assert "oneDNN says something" not in err and "a line that is not TensorFlow's" in err

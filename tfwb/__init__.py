@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from . import observers
+from . import expect, observers
 from .config import RunConfig
 from .diagnosis import diagnose  # the function; its module is tfwb.diagnosis
 from .expect import check
@@ -21,7 +21,7 @@ __version__ = "0.1.0"
 __all__ = [
     "RunConfig", "RunResult", "Sample", "run", "Workbench", "register_workload",
     "load_results", "compare", "diagnose", "detect_hardware", "check", "setup_devices",
-    "observers", "__version__",
+    "observers", "expect", "compare_interleaved", "__version__",
 ]
 
 _LAZY = {
@@ -29,6 +29,7 @@ _LAZY = {
     "Workbench": ("tfwb.ui.workbench", "Workbench"),
     "detect_hardware": ("tfwb.hardware", "detect"),
     "setup_devices": ("tfwb.tf.devices", "setup_devices"),
+    "compare_interleaved": ("tfwb.tf.interleave", "compare_interleaved"),
 }
 
 

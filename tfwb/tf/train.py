@@ -42,6 +42,7 @@ from ..observers import Dispatch, Observer, Progress as ProgressObserver, RunSta
 from ..records import RunResult
 from ..workloads import get_workload
 from .pipeline import build_dataset
+from .quiet import native_stderr_captured
 from .devices import device_sync, setup_devices
 from .fingerprint import fingerprint
 from .memory import MemoryPeak
@@ -231,35 +232,39 @@ def run(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bo
     dispatch = Dispatch([sampler, MemoryPeak(), *extra, *observers])   # the sampler first: the others read its samples
     facts = {"error": None, "setup_s": 0.0, "fp": {}, "traces": None, "traces_warm": None}
     started = False
-    try:
-        setup_devices()                       # before anything starts TF's runtime (see devices.py)
-        sampler.start()                       # from the start: setup shows on the utilization chart
-        facts["fp"] = fingerprint(cfg)        # so a run that fails in setup still says where it ran
-        with prepared(cfg, dataset) as p:
-            state.notes.extend(p.notes)
-            facts["fp"] = fingerprint(cfg, p.strategy)
-            facts["setup_s"] = clock()
-            started = True
-            dispatch.call("on_run_start", state)
-            timed_steps(p, warmup_calls, clock, log, state=state, dispatch=dispatch)
-            facts["traces_warm"] = tracing_count(p.step)
-            dispatch.call("on_warmup_end", state)
-            if state.stop_reason is None and state.diverged_at is None:
-                timed_steps(p, calls, clock, log, state=state, dispatch=dispatch, first=len(log.times_s))
-            facts["traces"] = tracing_count(p.step)
-        state.status = "ok"
-        if state.diverged_at is not None:
-            state.status = "diverged"
-            facts["error"] = (f"the loss became {log.losses[-1]} at step {(state.diverged_at + 1) * spe} "
-                              f"(warm-up included): the run diverged; lower learning_rate "
-                              f"(now {cfg.learning_rate:g}) or clip the gradients (clip='global_norm:1.0')")
-    except KeyboardInterrupt:
-        state.status, facts["error"] = "interrupted", "interrupted by the user"
-    except Exception as e:  # noqa: BLE001 - every failure becomes a failed result
-        state.status, facts["error"] = "failed", _describe(e, cfg)
-        if raise_errors:
-            _end(dispatch, state, sampler, started)
-            raise
+    # TF's C++ code writes to stderr directly (oneDNN's fallbacks, ...): held back here and
+    # kept as notes on the result, so a notebook cell shows the run, not TF's log lines.
+    with native_stderr_captured() as native:
+        try:
+            setup_devices()                       # before anything starts TF's runtime (see devices.py)
+            sampler.start()                       # from the start: setup shows on the utilization chart
+            facts["fp"] = fingerprint(cfg)        # so a run that fails in setup still says where it ran
+            with prepared(cfg, dataset) as p:
+                state.notes.extend(p.notes)
+                facts["fp"] = fingerprint(cfg, p.strategy)
+                facts["setup_s"] = clock()
+                started = True
+                dispatch.call("on_run_start", state)
+                timed_steps(p, warmup_calls, clock, log, state=state, dispatch=dispatch)
+                facts["traces_warm"] = tracing_count(p.step)
+                dispatch.call("on_warmup_end", state)
+                if state.stop_reason is None and state.diverged_at is None:
+                    timed_steps(p, calls, clock, log, state=state, dispatch=dispatch, first=len(log.times_s))
+                facts["traces"] = tracing_count(p.step)
+            state.status = "ok"
+            if state.diverged_at is not None:
+                state.status = "diverged"
+                facts["error"] = (f"the loss became {log.losses[-1]} at step {(state.diverged_at + 1) * spe} "
+                                  f"(warm-up included): the run diverged; lower learning_rate "
+                                  f"(now {cfg.learning_rate:g}) or clip the gradients (clip='global_norm:1.0')")
+        except KeyboardInterrupt:
+            state.status, facts["error"] = "interrupted", "interrupted by the user"
+        except Exception as e:  # noqa: BLE001 - every failure becomes a failed result
+            state.status, facts["error"] = "failed", _describe(e, cfg)
+            if raise_errors:
+                _end(dispatch, state, sampler, started)
+                raise
+    state.notes.extend(_native_notes(native))
     _end(dispatch, state, sampler, started)
     times = [t / spe for t in log.times_s]          # per training step, whatever the call ran
     waits, starts, losses = log.waits_s, log.starts_s, log.losses
@@ -295,6 +300,23 @@ def _end(dispatch: Dispatch, state: RunState, sampler: Sampler, started: bool) -
         except Exception as e:  # noqa: BLE001
             state.notes.append(f"observer {type(getattr(hook, '__self__', hook)).__name__} failed at "
                                f"the end of the run: {type(e).__name__}: {e}")
+
+
+_TF_LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:. ]+\d+ [\w./-]+:\d+\] (?P<message>.*)$")
+
+
+def _native_notes(held) -> List[str]:
+    """TF's C++ log lines held back during a run, as notes (each once); anything else goes to stderr."""
+    notes: List[str] = []
+    for line in held.text.splitlines():
+        m = _TF_LOG_LINE.match(line.strip())
+        if m:
+            note = "TensorFlow: " + m.group("message").strip()
+            if note not in notes:
+                notes.append(note)
+    held.replay(drop=lambda line: bool(_TF_LOG_LINE.match(line.strip()))
+                or line.startswith("WARNING: All log messages before absl::InitializeLog()"))
+    return notes
 
 
 _TF_NOISE = re.compile(r"^(Graph execution error:|Detected at node|\s*File |\s*\[\[|\s*$|\d+ root error|"
