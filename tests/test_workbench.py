@@ -1,44 +1,87 @@
-"""tfwb.ui.workbench: knobs -> runner, in-place charts, failures, history file, resume.
+"""tfwb.ui.workbench: knobs -> runner, in-place charts, failures, Stop, history file, resume.
 
-A fake runner stands in for tfwb.run, so no TensorFlow is imported.
+A fake runner stands in for tfwb.run, so no TensorFlow is imported. Runs started by a
+click go to a background thread only where ``background=True`` is asked for (in a
+kernel that is the default); those tests synchronise on events, never on time.
 """
+import dataclasses
+import html
+import os
+import signal
 import subprocess
 import sys
+import threading
 
+import ipywidgets as W
 import pytest
 
+import tfwb.config
 from tfwb.config import RunConfig
+from tfwb.knobs import knob
+from tfwb.observers import RunState, StepLog
 from tfwb.records import RunResult, load_results
+from tfwb.report import FAILED_COLOR
+from tfwb.ui import controls as C
 from tfwb.ui.workbench import KNOB_FIELDS, Workbench
 
 PNG = b"\x89PNG"
-RED = "color:#c00"
+RED = f"color:{FAILED_COLOR}"
+WAIT_S = 60          # a deadlock guard only: every wait below ends on an event
 
 
 class FakeRunner:
-    """Records each config; steps take 50 ms with prefetch, 100 ms without."""
+    """Records each config and plays the runner's part with observers, step by step.
 
-    def __init__(self, *, raises=None, fail=False):
-        self.calls, self.progress_seen, self.button_states = [], [], []
-        self.raises, self.fail, self.wb = raises, fail, None
+    Steps take 50 ms with prefetch and 100 ms without (input wait 1 ms). ``on_step(step)``
+    runs during each step, before its observers (a test clicks Stop there); the runner
+    also waits in step ``gate_step`` until the test calls ``release()``.
+    """
 
-    def __call__(self, cfg, *, progress=None):
+    def __init__(self, *, raises=None, fail=False, input_wait_s=0.001, gate_step=None, on_step=None):
+        self.calls, self.progress_seen, self.button_states, self.threads = [], [], [], []
+        self.raises, self.fail, self.input_wait_s, self.wb = raises, fail, input_wait_s, None
+        self.gate_step, self.on_step = gate_step, on_step
+        self.at_gate, self.released = threading.Event(), threading.Event()
+
+    def release(self):
+        self.released.set()
+
+    def __call__(self, cfg, *, progress=None, observers=()):
         self.calls.append(cfg)
+        self.threads.append(threading.current_thread().name)
         if self.wb is not None:
             b = self.wb.run_button
-            self.button_states.append((b.disabled, b.description))
+            self.button_states.append((b.disabled, b.description, self.wb.stop_button.disabled))
         total = cfg.warmup_steps + cfg.steps
-        for done in range(1, total + 1):
-            progress(done, total)
-            self.progress_seen.append((done, total))
+        log = StepLog()
+        state = RunState(config=cfg, log=log, clock=lambda: 0.0, total_steps=total,
+                         warmup_steps=cfg.warmup_steps)
+        step_s = 0.05 if cfg.prefetch else 0.10
+        for step in range(total):
+            log.starts_s.append(step * step_s)
+            log.times_s.append(step_s * (1 + 0.01 * (step % 3)))
+            log.waits_s.append(self.input_wait_s)
+            log.losses.append(1.0 / (step + 1))
+            if self.on_step is not None:                 # "during" the step
+                self.on_step(step)
+            if step == self.gate_step:
+                self.at_gate.set()
+                assert self.released.wait(WAIT_S), "the test never released the runner"
+            for o in observers:                          # the step ends
+                o.on_step_end(state, step)
+            progress(step + 1, total)
+            self.progress_seen.append((step + 1, total))
+            if state.stop_reason is not None:
+                break
         if self.raises is not None:
             raise self.raises
         if self.fail:
             return RunResult(config=cfg, status="failed", error="ResourceExhaustedError: OOM")
-        step_s = 0.05 if cfg.prefetch else 0.10
-        times = tuple(step_s * (1 + 0.01 * (i % 3)) for i in range(cfg.steps))
-        return RunResult(config=cfg, step_times_s=times, input_wait_s=(0.001,) * cfg.steps,
-                         warmup_times_s=(0.5,) * cfg.warmup_steps, examples_per_step=cfg.batch_size)
+        w = min(cfg.warmup_steps, len(log.times_s))
+        return RunResult(config=cfg, step_times_s=log.times_s[w:], input_wait_s=log.waits_s[w:],
+                         warmup_times_s=log.times_s[:w], step_start_s=log.starts_s[w:],
+                         losses=log.losses[w:], examples_per_step=cfg.batch_size,
+                         stop_reason=state.stop_reason)
 
 
 BASE = RunConfig(steps=6, warmup_steps=2)
@@ -46,14 +89,199 @@ BASE = RunConfig(steps=6, warmup_steps=2)
 
 def make(runner=None, **kwargs):
     runner = runner or FakeRunner()
-    wb = Workbench(BASE, runner=runner, hardware={"gpus": [], "cpu_count": 2}, **kwargs)
+    wb = Workbench(kwargs.pop("baseline", BASE), runner=runner, hardware={"gpus": [], "cpu_count": 2}, **kwargs)
     runner.wb = wb
     return wb, runner
+
+
+def text(widget):
+    """An HTML widget's text with entities decoded (quotes are escaped)."""
+    return html.unescape(widget.value)
 
 
 def png(image):
     return bytes(image.value)
 
+
+def tree(wb):
+    return C.walk(wb.widget)
+
+
+def missing_controls(wb, knobs):
+    """Knobs with a group whose control is not in the displayed widget tree."""
+    shown = {id(w) for w in tree(wb)}
+    return [name for name, k in knobs.items()
+            if k.group is not None and (name not in wb.knobs or id(wb.knobs[name]) not in shown)]
+
+
+# -- controls come from the knob table ---------------------------------------------------
+
+def test_every_knob_with_a_group_has_a_control_in_the_displayed_tree():
+    wb, _ = make()
+    assert missing_controls(wb, tfwb.config.KNOBS) == []
+    assert set(wb.knobs) == {n for n, k in tfwb.config.KNOBS.items() if k.group} == set(KNOB_FIELDS)
+    for name in ("learning_rate", "weight_decay", "steps_per_execution", "replicas", "warmup_steps",
+                 "seed", "workload", "size"):
+        assert name in wb.knobs
+
+
+def test_the_tree_walk_catches_a_control_left_out_of_the_layout():
+    wb, _ = make()
+    row = next(w for w in tree(wb) if "tfwb-group-input" in w._dom_classes)
+    body = row.children[1]
+    body.children = tuple(c for c in body.children if c is not wb.knobs["prefetch"])
+    assert missing_controls(wb, tfwb.config.KNOBS) == ["prefetch"]
+
+
+@dataclasses.dataclass(frozen=True)
+class _WithFakeKnob(RunConfig):
+    fake_rate: float = knob(0.5, "float", "a knob added for this test", group="graph", minimum=0.0)
+
+
+def test_a_knob_added_to_the_table_gets_a_control_and_reaches_the_runner(monkeypatch):
+    table = dict(tfwb.config.KNOBS)
+    table["fake_rate"] = next(f for f in dataclasses.fields(_WithFakeKnob) if f.name == "fake_rate").metadata["knob"]
+    assert table["fake_rate"].group == "graph"
+    monkeypatch.setattr(tfwb.config, "KNOBS", table)
+    monkeypatch.setattr(tfwb.config, "RunConfig", _WithFakeKnob)        # for code that builds defaults
+    wb, runner = make(baseline=_WithFakeKnob(steps=6, warmup_steps=2))
+    assert missing_controls(wb, table) == []
+    row = next(w for w in tree(wb) if "tfwb-group-graph" in w._dom_classes)
+    assert wb.knobs["fake_rate"] in row.children[1].children and "tfwb-knob-fake_rate" in wb.knobs["fake_rate"]._dom_classes
+    wb.knobs["fake_rate"].value = "0.25"
+    wb.run_button.click()
+    assert runner.calls[-1].fake_rate == 0.25
+
+
+def test_rows_follow_the_groups_with_their_titles():
+    wb, _ = make()
+    rows = [w for w in tree(wb) if any(c.startswith("tfwb-group-") for c in w._dom_classes)]
+    from tfwb.knobs import GROUPS
+    assert [r._dom_classes[0] for r in rows] == [f"tfwb-group-{g}" for g, _ in GROUPS]
+    assert [html.unescape(r.children[0].value).split(">")[1].split("<")[0] for r in rows] == [t for _, t in GROUPS]
+
+
+@pytest.mark.parametrize("name, widget_type", [
+    ("prefetch", W.Checkbox), ("cache", W.Checkbox), ("optimizer", W.Dropdown), ("batch_size", W.Text),
+    ("learning_rate", W.Text), ("storage_latency_ms", W.Dropdown), ("weight_decay", W.Dropdown),
+    ("clip", W.Dropdown), ("replicas", W.Text), ("workload", W.Dropdown),
+])
+def test_each_kind_gets_its_control(name, widget_type):
+    wb, _ = make()
+    assert type(wb.knobs[name]) is widget_type
+    assert wb.knobs[name].description.startswith(name)
+    assert f"tfwb-knob-{name}" in wb.knobs[name]._dom_classes
+
+
+def test_toggles_are_checkboxes_that_show_on_or_off():
+    wb, runner = make()
+    box = wb.knobs["prefetch"]
+    assert box.value is False and box.indent is False
+    box.value = True
+    wb.run_button.click()
+    assert runner.calls[-1].prefetch is True and box.value is True
+
+
+def test_a_typed_learning_rate_is_honoured_exactly():
+    wb, runner = make()
+    lr = wb.knobs["learning_rate"]
+    assert lr.value == "0.001"
+    lr.value = "3e-4"
+    wb.run_button.click()
+    assert runner.calls[-1].learning_rate == 0.0003
+    wb.run(learning_rate=0.00123456789)
+    assert lr.value == "0.00123456789"
+    wb.run_button.click()
+    assert runner.calls[-1].learning_rate == 0.00123456789
+
+
+def test_cache_keeps_a_path_from_the_baseline(tmp_path):
+    path = str(tmp_path / "cache")
+    wb, runner = make(baseline=BASE.replace(cache=path))
+    assert wb.knobs["cache"].value is True and wb.config().cache == path
+    wb.knobs["cache"].value = False
+    assert wb.config().cache is False
+    wb.knobs["cache"].value = True
+    wb.run_button.click()
+    assert runner.calls[-1].cache == path
+    wb.run(cache=True)                               # in memory, when asked for
+    assert runner.calls[-1].cache is True or runner.calls[-1].cache == path
+    wb.reset_knobs()
+    assert wb.config().cache == path
+
+
+def test_optional_number_text_means_none_when_empty():
+    wb, runner = make()
+    replicas = wb.knobs["replicas"]
+    assert replicas.value == "" and wb.config().replicas is None and replicas.placeholder
+    replicas.value = "2"
+    assert wb.config().replicas == 2
+    replicas.value = "none"
+    assert wb.config().replicas is None
+
+
+# -- bad input ------------------------------------------------------------------------
+
+def test_a_bad_typed_value_is_red_disables_run_and_records_nothing(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    wb, runner = make(history_path=path)
+    wb.run()
+    history_before = wb.history.value
+    steps = wb.knobs["steps"]
+    steps.value = "abc"
+    assert steps.value == "abc"                                       # not silently reverted
+    assert "tfwb-invalid" in steps._dom_classes
+    assert RED in wb.status.value and "steps='abc'" in text(wb.status)
+    assert wb.run_button.disabled and wb.apply_button.disabled
+    wb.run_button.click()                                             # a click that still gets through
+    assert len(runner.calls) == 1 and len(wb.results) == 1 and len(load_results(path)) == 1
+    assert wb.history.value == history_before
+    with pytest.raises(ValueError, match="steps='abc'"):
+        wb.run()
+    steps.value = "7"
+    assert "tfwb-invalid" not in steps._dom_classes and not wb.run_button.disabled
+    assert RED not in wb.status.value.split("Next run")[-1]
+    wb.run_button.click()
+    assert runner.calls[-1].steps == 7
+
+
+@pytest.mark.parametrize("name, typed, message", [
+    ("batch_size", "0", "batch_size=0"), ("batch_size", "1.5", "batch_size='1.5'"),
+    ("learning_rate", "fast", "learning_rate='fast'"), ("learning_rate", "-1", "learning_rate=-1.0"),
+])
+def test_bad_numbers_name_the_field(name, typed, message):
+    wb, runner = make()
+    wb.knobs[name].value = typed
+    assert RED in wb.status.value and message in text(wb.status)
+    assert wb.run_button.disabled
+    wb.run_button.click()
+    assert runner.calls == [] and wb.results == []
+
+
+def test_run_sets_a_field_over_a_bad_typed_value():
+    wb, runner = make()
+    wb.knobs["steps"].value = "x"
+    wb.run(steps=5)
+    assert runner.calls[-1].steps == 5 and wb.knobs["steps"].value == "5"
+
+
+def test_run_with_a_bad_value_raises_and_leaves_the_knobs():
+    wb, runner = make()
+    with pytest.raises(ValueError, match="batch_size=0"):
+        wb.run(batch_size=0, prefetch=True)
+    assert runner.calls == [] and wb.results == []
+    assert RED in wb.status.value and "batch_size=0" in wb.status.value
+    assert wb.knobs["batch_size"].value == "64" and wb.knobs["prefetch"].value is False
+
+
+def test_run_with_an_unknown_field_raises_naming_it():
+    wb, runner = make()
+    with pytest.raises(ValueError, match="nonexistent"):
+        wb.run(nonexistent=1)
+    assert runner.calls == [] and wb.results == []
+
+
+# -- running, charts, history ------------------------------------------------------------
 
 def test_toggle_then_click_runs_with_that_knob_and_redraws_in_place():
     wb, runner = make()
@@ -70,14 +298,14 @@ def test_toggle_then_click_runs_with_that_knob_and_redraws_in_place():
     assert len(wb.results) == 2 and not wb.run_button.disabled
 
 
-def test_button_is_disabled_while_running_and_progress_reaches_total():
+def test_buttons_while_running_and_progress_reaches_total():
     wb, runner = make()
     wb.run()
-    assert runner.button_states == [(True, "Running\u2026")]
+    assert runner.button_states == [(True, "Running\u2026", True)]      # Run off; Stop: interrupt a cell
     assert runner.progress_seen[-1] == (8, 8)
     assert (wb.progress.value, wb.progress.max) == (8, 8)
     assert wb.progress.bar_style == "success"
-    assert (wb.run_button.disabled, wb.run_button.description) == (False, "Run")
+    assert (wb.run_button.disabled, wb.run_button.description, wb.stop_button.disabled) == (False, "Run", True)
 
 
 def test_runner_that_raises_is_recorded_as_failed_and_the_button_comes_back(tmp_path):
@@ -91,7 +319,24 @@ def test_runner_that_raises_is_recorded_as_failed_and_the_button_comes_back(tmp_
     assert wb.progress.bar_style == "danger"
     assert wb.results == [result] and load_results(path) == [result]
     assert "RuntimeError: device lost" in wb.history.value and "tfwb-row-failed" in wb.history.value
-    assert png(wb.run_chart).startswith(PNG)
+    assert wb.run_chart.value in (b"", None) or not png(wb.run_chart)       # nothing to chart, no empty axes
+    assert RED in wb.chart_note.value
+
+
+def test_a_failed_run_keeps_the_last_good_chart_and_says_so(tmp_path):
+    wb, runner = make(history_path=tmp_path / "runs.jsonl")
+    wb.run()
+    good = png(wb.run_chart)
+    assert good.startswith(PNG) and wb.chart_note.layout.display == "none"
+    runner.raises = RuntimeError("no TPU here")
+    wb.run(strategy="tpu")
+    assert png(wb.run_chart) == good                                     # not replaced by empty axes
+    assert RED in wb.chart_note.value and "#1" in wb.chart_note.value and wb.chart_note.layout.display is None
+    assert RED in wb.status.value and "no TPU here" in wb.status.value
+    assert "tfwb-row-failed" in wb.history.value
+    runner.raises = None
+    wb.run(strategy="default", prefetch=True)
+    assert png(wb.run_chart) != good and wb.chart_note.layout.display == "none"
 
 
 def test_runner_returning_a_failed_result_is_red_and_kept_in_history(tmp_path):
@@ -110,50 +355,21 @@ def test_keyboard_interrupt_is_recorded_as_interrupted():
     wb, _ = make(FakeRunner(raises=KeyboardInterrupt()))
     result = wb.run()
     assert result.status == "interrupted" and not wb.run_button.disabled
+    assert "after 0 of 8 steps" in result.error
     assert wb.results == [result]
-
-
-def test_bad_knob_value_shows_red_and_records_nothing(tmp_path):
-    path = tmp_path / "runs.jsonl"
-    wb, runner = make(history_path=path)
-    wb.run()
-    history_before = wb.history.value
-    wb.knobs["batch_size"].value = 0
-    assert RED in wb.status.value and "batch_size=0" in wb.status.value   # shown as soon as it is typed
-    wb.run_button.click()
-    assert len(runner.calls) == 1 and len(wb.results) == 1 and len(load_results(path)) == 1
-    assert RED in wb.status.value and "batch_size" in wb.status.value
-    assert wb.history.value == history_before and not wb.run_button.disabled
-    with pytest.raises(ValueError, match="batch_size=0"):
-        wb.run()
-
-
-def test_run_with_a_bad_value_raises_and_leaves_the_knobs():
-    wb, runner = make()
-    with pytest.raises(ValueError, match="batch_size=0"):
-        wb.run(batch_size=0, prefetch=True)
-    assert runner.calls == [] and wb.results == []
-    assert RED in wb.status.value and "batch_size=0" in wb.status.value
-    assert wb.knobs["batch_size"].value == 64 and wb.knobs["prefetch"].value is False
-
-
-def test_run_with_an_unknown_field_raises_naming_it():
-    wb, runner = make()
-    with pytest.raises(ValueError, match="nonexistent"):
-        wb.run(nonexistent=1)
-    assert runner.calls == [] and wb.results == []
 
 
 def test_run_sets_knobs_and_other_fields():
     wb, runner = make()
-    wb.run(prefetch=True, clip="global_norm:1.0", mixed_precision="mixed_bfloat16", learning_rate=0.01,
-           label="try")
+    wb.run(prefetch=True, clip="global_norm:1.0", mixed_precision="mixed_bfloat16", sample_interval_s=0.5,
+           learning_rate=0.01, label="try")
     cfg = runner.calls[-1]
-    assert (cfg.prefetch, cfg.clip, cfg.mixed_precision, cfg.learning_rate, cfg.label) == \
-        (True, "global_norm:1.0", "mixed_bfloat16", 0.01, "try")
+    assert (cfg.prefetch, cfg.clip, cfg.mixed_precision, cfg.sample_interval_s, cfg.learning_rate, cfg.label) == \
+        (True, "global_norm:1.0", "mixed_bfloat16", 0.5, 0.01, "try")
     assert wb.knobs["prefetch"].value is True and wb.knobs["clip"].value == "global_norm:1.0"
-    wb.run_button.click()                                   # knobs and learning_rate persist; label does not
-    assert runner.calls[-1].learning_rate == 0.01 and runner.calls[-1].label == ""
+    assert wb.knobs["learning_rate"].value == "0.01"
+    wb.run_button.click()                                   # knobs and other fields persist; label does not
+    assert runner.calls[-1].sample_interval_s == 0.5 and runner.calls[-1].label == ""
     wb.run(clip="norm:2.5")                                 # a clip value not offered becomes an option
     assert runner.calls[-1].clip == "norm:2.5" and wb.knobs["clip"].value == "norm:2.5"
     wb.run(clip=None)
@@ -167,7 +383,7 @@ def test_config_reads_every_knob():
     assert wb.config() == BASE
     wb.knobs["jit_compile"].value = True
     wb.knobs["optimizer"].value = "sgd"
-    wb.knobs["steps"].value = 9
+    wb.knobs["steps"].value = "9"
     assert wb.config() == BASE.replace(jit_compile=True, optimizer="sgd", steps=9)
     assert "jit_compile=True" in wb.status.value                         # preview of the next run
 
@@ -175,7 +391,7 @@ def test_config_reads_every_knob():
 def test_expectations_are_shown_before_a_run():
     wb, _ = make()
     wb.knobs["mixed_precision"].value = "mixed_float16"
-    assert "expect a slowdown" in wb.status.value
+    assert "slower than float32" in wb.status.value
 
 
 def test_verdict_text_reaches_the_history_table_and_status():
@@ -197,6 +413,7 @@ def test_history_file_round_trip_and_resume(tmp_path):
     again, runner = make(history_path=path)                 # a restarted kernel
     assert again.results == wb.results
     assert "2.00x faster" in again.history.value and png(again.compare_chart).startswith(PNG)
+    assert png(again.run_chart).startswith(PNG)
     again.run(cache=True)
     assert len(load_results(path)) == 3 and len(runner.calls) == 1
     fresh, _ = make(history_path=path, resume=False)
@@ -206,16 +423,23 @@ def test_history_file_round_trip_and_resume(tmp_path):
 def test_widgets_carry_stable_css_classes_and_field_names():
     wb, _ = make()
     classes = {
-        "tfwb-workbench": wb.widget, "tfwb-run": wb.run_button, "tfwb-status": wb.status,
-        "tfwb-progress": wb.progress, "tfwb-run-chart": wb.run_chart,
+        "tfwb-workbench": wb.widget, "tfwb-run": wb.run_button, "tfwb-stop": wb.stop_button,
+        "tfwb-apply": wb.apply_button, "tfwb-status": wb.status, "tfwb-progress": wb.progress,
+        "tfwb-run-chart": wb.run_chart, "tfwb-chart-note": wb.chart_note,
         "tfwb-compare-chart": wb.compare_chart, "tfwb-history": wb.history,
     }
     for name, widget in classes.items():
         assert name in widget._dom_classes
-    assert set(wb.knobs) == set(KNOB_FIELDS)
-    for field, knob in wb.knobs.items():
-        assert f"tfwb-knob-{field}" in knob._dom_classes
-        assert knob.description.startswith(field)
+    for field, w in wb.knobs.items():
+        assert f"tfwb-knob-{field}" in w._dom_classes
+        assert w.description.startswith(field)
+
+
+def test_the_header_carries_the_stale_kernel_banner_css():
+    wb, _ = make()
+    header = next(w for w in tree(wb) if "tfwb-header" in w._dom_classes)
+    assert "<style>" in header.value and ".tfwb-workbench.jupyter-widgets-disconnected::before" in header.value
+    assert "stale" in header.value
 
 
 def test_bare_workbench_displays_its_widget(monkeypatch):
@@ -242,6 +466,17 @@ def test_default_runner_is_tfwb_run_looked_up_at_first_run(monkeypatch):
     assert fake.calls == [BASE]
 
 
+def test_a_runner_without_observers_still_runs():
+    seen = []
+
+    def runner(cfg, progress=None):
+        seen.append(cfg)
+        return RunResult(config=cfg, step_times_s=(0.1,) * cfg.steps, examples_per_step=1)
+
+    wb = Workbench(BASE, runner=runner, hardware={})
+    assert wb.run().ok and seen == [BASE]
+
+
 def test_no_tensorflow():
     code = "import sys, tfwb.ui.workbench; assert 'tensorflow' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -250,14 +485,158 @@ def test_no_tensorflow():
 def test_pipeline_knobs_reach_the_config():
     wb, runner = make()
     latency = wb.knobs["storage_latency_ms"]
-    assert latency.value == "workload default" and wb.config().storage_latency_ms is None
+    assert latency.value == "default" and wb.config().storage_latency_ms is None
     latency.value = "25 ms"
-    wb.knobs["shuffle_buffer"].value = 128
+    wb.knobs["shuffle_buffer"].value = "128"
     wb.knobs["vectorized_map"].value = True
     wb.knobs["deterministic"].value = False
     wb.run_button.click()
     cfg = runner.calls[-1]
     assert (cfg.storage_latency_ms, cfg.shuffle_buffer, cfg.vectorized_map, cfg.deterministic) == (
         25.0, 128, True, False)
-    wb.run(storage_latency_ms=7.0)                 # a value not offered becomes a choice
-    assert runner.calls[-1].storage_latency_ms == 7.0 and latency.value == "7 ms"
+    wb.run(storage_latency_ms=7.5)                 # a value not offered becomes a choice
+    assert runner.calls[-1].storage_latency_ms == 7.5 and latency.value == "7.5 ms"
+
+
+# -- Stop, kernel interrupt, double clicks -------------------------------------------------
+
+def test_stop_during_a_run_records_it_interrupted_with_the_steps_done(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    wb, runner = make(history_path=path, baseline=BASE.replace(steps=300))
+    runner.on_step = lambda step: wb.stop() if step == 9 else None     # as from another thread
+    result = wb.run()
+    assert len(runner.progress_seen) == 10                               # ended after the step it was on
+    assert result.status == "interrupted" and result.stop_reason == "stopped by the user"
+    assert len(result.warmup_times_s) == 2 and len(result.step_times_s) == 8
+    assert result.error == "stopped by the user (wb.stop()) after 10 of 302 steps"
+    assert "interrupted" in wb.status.value and "after 10 of 302 steps" in wb.status.value
+    assert load_results(path) == [result] and "tfwb-row-interrupted" in wb.history.value
+    assert png(wb.run_chart).startswith(PNG)                             # its steps are charted
+    assert wb.progress.bar_style == "warning" and wb.stop_button.disabled and not wb.run_button.disabled
+
+
+def test_a_click_runs_in_the_background_and_stop_ends_it():
+    wb, runner = make(FakeRunner(gate_step=4), background=True, baseline=BASE.replace(steps=300))
+    wb.run_button.click()
+    assert runner.at_gate.wait(WAIT_S)
+    assert wb.running and runner.threads == ["tfwb-workbench-run"]
+    assert wb.run_button.disabled and not wb.stop_button.disabled        # Stop offered: a click gets through
+    wb.stop_button.click()                                               # while the run is going
+    runner.release()
+    result = wb.wait(WAIT_S)
+    assert not wb.running and result is wb.results[-1]
+    assert result.status == "interrupted" and len(result.warmup_times_s) + len(result.step_times_s) == 5
+    assert "Stop button" in result.error and not wb.run_button.disabled and wb.stop_button.disabled
+
+
+def test_a_double_click_starts_one_run():
+    wb, runner = make(FakeRunner(gate_step=1), background=True)
+    wb.run_button.click()
+    assert runner.at_gate.wait(WAIT_S)
+    wb.run_button.click()                                                # arrives while the first runs
+    wb.run_button.click()
+    with pytest.raises(RuntimeError, match="in progress"):
+        wb.run()
+    runner.release()
+    wb.wait(WAIT_S)
+    assert len(runner.calls) == 1 and len(wb.results) == 1 and wb.results[0].ok
+
+
+def test_two_clicks_from_two_threads_at_once_start_one_run():
+    wb, runner = make(FakeRunner(gate_step=0), background=True)
+    go = threading.Barrier(3)
+
+    def click():
+        go.wait(WAIT_S)
+        wb.run_button.click()
+
+    threads = [threading.Thread(target=click) for _ in range(2)]
+    for t in threads:
+        t.start()
+    go.wait(WAIT_S)
+    for t in threads:
+        t.join(WAIT_S)
+    assert runner.at_gate.wait(WAIT_S)
+    runner.release()
+    wb.wait(WAIT_S)
+    assert len(runner.calls) == 1
+
+
+def test_a_kernel_interrupt_stops_a_background_run():
+    chained = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: chained.append(signum))
+    try:
+        wb, runner = make(FakeRunner(gate_step=3), background=True, baseline=BASE.replace(steps=300))
+        wb.run_button.click()                  # armed from this (main) thread: no kernel here
+        assert runner.at_gate.wait(WAIT_S)
+        os.kill(os.getpid(), signal.SIGINT)    # the handler runs on this thread at once
+        runner.release()
+        result = wb.wait(WAIT_S)
+        assert result.status == "interrupted" and "kernel interrupt" in result.error
+        assert len(result.warmup_times_s) + len(result.step_times_s) == 4
+        assert chained == [signal.SIGINT]      # the previous handler was called too
+        assert len(wb.results) == 1
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_the_interrupt_handler_is_removed_after_the_run():
+    def mine(signum, frame):
+        pass
+
+    previous = signal.signal(signal.SIGINT, mine)
+    try:
+        wb, runner = make(FakeRunner(gate_step=0), background=True)
+        wb.run_button.click()
+        assert runner.at_gate.wait(WAIT_S)
+        assert signal.getsignal(signal.SIGINT) is not mine            # the bridge holds it
+        runner.release()
+        wb.wait(WAIT_S)
+        wb._bridge.disarm()                                           # from the main thread
+        assert signal.getsignal(signal.SIGINT) is mine
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_stop_with_no_run_does_nothing():
+    wb, runner = make()
+    assert wb.stop() is False
+    wb.stop_button.click()
+    assert wb.results == [] and wb.stop_button.disabled
+
+
+# -- apply the suggestion ---------------------------------------------------------------
+
+def test_apply_suggestion_sets_exactly_that_knob_and_runs():
+    wb, runner = make(FakeRunner(input_wait_s=0.05))                     # half of each step waits
+    assert wb.apply_button.disabled and wb.suggestion() is None
+    with pytest.raises(ValueError, match="no suggestion"):
+        wb.apply_suggestion()
+    wb.knobs["optimizer"].value = "sgd"                                  # the user's own change stays
+    first = wb.run()
+    field, value, why = wb.suggestion()
+    assert (field, value) == ("prefetch", True)
+    assert not wb.apply_button.disabled and "prefetch=True" in wb.apply_button.description
+    result = wb.apply_suggestion()
+    assert result is wb.results[-1]
+    assert result.config == first.config.replace(prefetch=True)          # that knob, nothing else
+    assert wb.knobs["prefetch"].value is True
+    assert "Applied the suggestion prefetch=True" in wb.status.value
+
+
+def test_the_apply_button_does_what_apply_suggestion_does():
+    wb, runner = make(FakeRunner(input_wait_s=0.05))
+    wb.run()
+    expected = wb.suggestion()
+    wb.apply_button.click()
+    assert len(runner.calls) == 2
+    assert runner.calls[-1] == runner.calls[0].replace(**{expected[0]: expected[1]})
+    assert f"Applied the suggestion {expected[0]}={expected[1]!r}" in wb.status.value
+
+
+def test_no_suggestion_after_a_failed_run():
+    wb, runner = make(FakeRunner(input_wait_s=0.05))
+    wb.run()
+    runner.fail = True
+    wb.run()
+    assert wb.suggestion() is None and wb.apply_button.disabled

@@ -1,16 +1,24 @@
 """The Workbench in a real JupyterLab, driven through headless Chromium.
 
-For chapter 00 and one more notebook (chapter 01 once it exists, else the
-committed smoke notebook beside this file): open it in Lab, run every cell,
+For chapter 00 and chapter 01 (else the committed smoke notebook beside this
+file): open it in Lab, run every cell,
 wait until the kernel is idle and every code cell has run, and check that no cell
 ended in an error (with any ``tfwb-runs/`` history beside the notebook moved
 aside meanwhile, so the Workbench starts empty as for a new reader). Then on
-the Workbench: flip the prefetch toggle and click Run
+the Workbench: tick or untick the prefetch checkbox and click Run
 (the run chart's image changes, the history gains a row), and pick the ``tpu``
-strategy on a machine without one (the status turns red and names the TPU, and
-no earlier history row disappears).
+strategy on a machine without one (the status turns red and names the TPU, no
+earlier history row disappears, and the last good chart stays with a red note).
 
-Screenshots of each step go to artifacts/ui/<notebook>-<step>.png. Nothing is
+On the smoke notebook beside this file: Apply suggestion (when the first run has
+one), a bad typed value (red, Run disabled), runs of 300 steps started by a click
+and ended by the Stop button and by Kernel -> Interrupt, and one started by
+``wb.run(...)`` from the kernel and ended by Kernel -> Interrupt: each recorded as
+interrupted with the steps it finished, within seconds (the latencies are printed);
+a double click starts one run; after a kernel restart the widget says it is stale.
+
+Screenshots of each step go to artifacts/ui/<notebook>-<step>.png (stop-<step>.png
+for the smoke notebook). Nothing is
 written back to the notebooks: autosave is off, and the test fails if the page asks to
 save.
 Run it in its own pytest process (``pytest -m ui tests/ui -s`` shows timings).
@@ -44,7 +52,7 @@ KERNEL_IDLE_TIMEOUT_MS = 180_000       # kernel start on a busy 2-core machine
 RUN_ALL_TIMEOUT_MS = 900_000           # a whole chapter in small mode, TF import included
 RUN_TIMEOUT_MS = 300_000               # one Workbench run (data generation on first use)
 UI_TIMEOUT_MS = 30_000                 # a widget reacting to a click or a kernel message
-RED = "rgb(204, 0, 0)"                 # tfwb.ui.workbench.RED, as the browser reports it
+RED = "rgb(204, 0, 0)"                 # tfwb.report.FAILED_COLOR, as the browser reports it
 
 
 def second_notebook() -> str:
@@ -204,13 +212,13 @@ def _run_all_then_drive_the_workbench(lab, browser, artifacts_dir, notebook):
         rows_before = _rows(history)
         shot("3-workbench", wb)
 
-        toggle = wb.locator(".tfwb-knob-prefetch").first
-        was_on = "mod-active" in (toggle.get_attribute("class") or "")
+        toggle = wb.locator(".tfwb-knob-prefetch input[type=checkbox]").first
+        was_on = toggle.is_checked()
         toggle.click()
         if was_on:
-            expect(toggle).not_to_have_class(re.compile(r"\bmod-active\b"), timeout=UI_TIMEOUT_MS)
+            expect(toggle).not_to_be_checked(timeout=UI_TIMEOUT_MS)
         else:
-            expect(toggle).to_have_class(re.compile(r"\bmod-active\b"), timeout=UI_TIMEOUT_MS)
+            expect(toggle).to_be_checked(timeout=UI_TIMEOUT_MS)
         t = time.perf_counter()
         run.click()
         if src_before:
@@ -230,7 +238,8 @@ def _run_all_then_drive_the_workbench(lab, browser, artifacts_dir, notebook):
             page.mouse.move(0, 0)                    # no hover highlight in the README picture
             shot("workbench", wb)                    # copied by hand to tests/ui/workbench.png (the README shows it)
 
-        # 4. an invalid action: the tpu strategy with no TPU. Red text, earlier rows kept.
+        # 4. an invalid action: the tpu strategy with no TPU. Red text, earlier rows and chart kept.
+        src_good = chart.get_attribute("src")
         wb.locator(".tfwb-knob-strategy select").select_option("tpu")
         expect(wb.locator(".tfwb-status")).to_contain_text(re.compile("tpu", re.I),  # the preview names it
                                                            timeout=UI_TIMEOUT_MS)
@@ -244,6 +253,12 @@ def _run_all_then_drive_the_workbench(lab, browser, artifacts_dir, notebook):
         rows_after_fail = _rows(history)
         assert len(rows_after_fail) >= len(rows_after_run)
         assert rows_after_fail[:len(rows_after_run)] == rows_after_run, "a failed run removed earlier rows"
+        assert "tfwb-row-failed" in (history.locator("tbody tr").last.get_attribute("class") or "")
+        expect(chart).to_be_visible()                    # the failed run kept the last good chart...
+        note = wb.locator(".tfwb-chart-note b")          # ...and says so above it, in red
+        expect(note).to_contain_text("still run #", timeout=UI_TIMEOUT_MS)
+        expect(note).to_have_css("color", RED)
+        assert chart.get_attribute("src") == src_good
         shot("5-tpu-error", wb)
         shot("6-page-end")
         assert not writes, f"the test tried to write through the contents API: {writes}"
@@ -252,6 +267,166 @@ def _run_all_then_drive_the_workbench(lab, browser, artifacts_dir, notebook):
         context.close()
         lab.shutdown_kernels()                   # one TF kernel at a time on a small machine
         print(f"\n[ui] {notebook}: " + ", ".join(f"{k} {v:.1f} s" for k, v in times.items()), flush=True)
+
+
+# -- Stop, kernel interrupt, double click, bad input, a stale widget (the smoke notebook) ----------
+
+LONG_STEPS = 300                       # ~20 s of training in small mode: long enough to stop midway
+STOP_AFTER_STEPS = 8                   # stop once the bar shows this many steps (warm-up + 7)
+STOP_TIMEOUT_MS = 20_000               # "within a few seconds": a failed stop would run ~20 s more
+
+JS_PROGRESS = """() => {
+  const el = [...document.querySelectorAll('.tfwb-workbench')].pop().querySelector('.tfwb-progress-text');
+  const m = el && el.textContent.match(/^(\\d+) \\/ (\\d+) steps(.*)$/);
+  return m ? {done: +m[1], total: +m[2], rest: m[3]} : null;
+}"""
+JS_RUNNING_PAST = f"""(n) => {{ const p = ({JS_PROGRESS})(); return !!p && p.rest === '' && p.done >= n; }}"""
+JS_EXECUTE = """(code) => {
+  const k = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+  window.__tfwbExecuted = false;
+  k.requestExecute({code, silent: false}).done.then(() => { window.__tfwbExecuted = true; });
+  return true;
+}"""
+JS_INTERRUPT = "() => { window.jupyterapp.commands.execute('kernelmenu:interrupt'); return true; }"
+JS_RESTART = "() => { window.jupyterapp.commands.execute('kernelmenu:restart'); return true; }"
+JS_BANNER = """() => {
+  const wb = [...document.querySelectorAll('.tfwb-workbench')].pop();
+  return wb.classList.contains('jupyter-widgets-disconnected')
+    ? getComputedStyle(wb, '::before').content : null;
+}"""
+
+
+def test_stop_interrupt_double_click_and_stale_widget(lab, browser, artifacts_dir, tmp_path):
+    with _fresh_run_history(SMOKE, tmp_path):
+        _stop_interrupt_double_click_and_stale_widget(lab, browser, artifacts_dir)
+
+
+def _stop_interrupt_double_click_and_stale_widget(lab, browser, artifacts_dir):
+    """A clicked run of 300 steps is ended by Stop and by Kernel -> Interrupt within seconds,
+    and recorded as interrupted with the steps it finished; so is one started by
+    ``wb.run(...)`` from the kernel. A double click starts one run; a bad typed value is
+    red and disables Run; after a kernel restart the Workbench says it is stale."""
+    from playwright.sync_api import expect
+
+    times = TIMINGS.setdefault("stop", {})
+    t_start = time.perf_counter()
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    writes: list = []
+    _record_writes(page, writes)
+
+    def shot(step: str, element=None) -> None:
+        path = artifacts_dir / f"stop-{step}.png"
+        page.mouse.move(0, 0)
+        if element is None:
+            page.screenshot(path=str(path))
+        else:
+            _element_shot(page, element, path)
+
+    try:
+        page.goto(lab.url(f"lab/tree/{SMOKE}"))
+        page.wait_for_function(JS_CURRENT_READY, arg=SMOKE, timeout=KERNEL_IDLE_TIMEOUT_MS)
+        page.evaluate(JS_RUN_ALL)
+        state = page.wait_for_function(JS_RUN_FINISHED, arg=SMOKE, timeout=RUN_ALL_TIMEOUT_MS,
+                                       polling=500).json_value()
+        assert not state["errors"], state["errors"]
+        times["open + run all"] = time.perf_counter() - t_start
+
+        wb = page.locator(".tfwb-workbench").last
+        wb.scroll_into_view_if_needed()
+        run, stop = wb.locator(".tfwb-run"), wb.locator(".tfwb-stop")
+        status, rows = wb.locator(".tfwb-status"), wb.locator(".tfwb-history tbody tr")
+        steps = wb.locator(".tfwb-knob-steps input")
+        expect(run).to_be_enabled(timeout=UI_TIMEOUT_MS)
+        expect(rows).to_have_count(1, timeout=UI_TIMEOUT_MS)
+
+        # Apply suggestion: where the first run's diagnosis suggests a knob, the button sets it and runs
+        apply = wb.locator(".tfwb-apply")
+        if apply.is_enabled():
+            suggested = re.match(r"\s*Apply (\w+)=(.+?)\s*$", apply.inner_text()).groups()
+            apply.click()
+            expect(rows).to_have_count(2, timeout=RUN_TIMEOUT_MS)
+            expect(status).to_contain_text(f"Applied the suggestion {suggested[0]}={suggested[1]}",
+                                           timeout=UI_TIMEOUT_MS)
+            expect(rows.last).to_contain_text(f"{suggested[0]}={suggested[1]}")
+            expect(run).to_be_enabled(timeout=UI_TIMEOUT_MS)
+            shot("0-applied", wb)
+
+        # a bad typed value: red box, red message naming the field, Run disabled; then a good one
+        steps.fill("3OO")
+        expect(wb.locator(".tfwb-knob-steps")).to_have_class(re.compile(r"\btfwb-invalid\b"),
+                                                              timeout=UI_TIMEOUT_MS)
+        expect(steps).to_have_value("3OO")                                  # not silently reverted
+        expect(status.locator("b", has_text="steps='3OO'")).to_have_css("color", RED)
+        expect(run).to_be_disabled(timeout=UI_TIMEOUT_MS)
+        shot("1-bad-value", wb)
+        steps.fill(str(LONG_STEPS))
+        expect(run).to_be_enabled(timeout=UI_TIMEOUT_MS)
+        expect(wb.locator(".tfwb-knob-steps")).not_to_have_class(re.compile(r"\btfwb-invalid\b"))
+
+        def stop_midway(how: str, start, end) -> None:
+            n_rows = rows.count()
+            start()
+            page.wait_for_function(JS_RUNNING_PAST, arg=STOP_AFTER_STEPS, timeout=RUN_TIMEOUT_MS, polling=50)
+            t0 = time.perf_counter()
+            end()
+            page.wait_for_function(f"() => {{ const p = ({JS_PROGRESS})(); return !!p && p.rest !== ''; }}",
+                                   timeout=STOP_TIMEOUT_MS, polling=20)
+            times[f"{how}: until the bar says it ended"] = time.perf_counter() - t0
+            expect(status).to_contain_text(f"#{n_rows + 1} interrupted", timeout=STOP_TIMEOUT_MS)
+            times[f"{how}: until the status says it"] = time.perf_counter() - t0
+            expect(rows).to_have_count(n_rows + 1, timeout=STOP_TIMEOUT_MS)
+            times[f"{how}: until the history row"] = time.perf_counter() - t0
+            progress = page.evaluate(JS_PROGRESS)
+            assert progress["rest"] == ": interrupted", progress
+            assert STOP_AFTER_STEPS <= progress["done"] < progress["total"] == LONG_STEPS + 1, progress
+            last = rows.last
+            assert "tfwb-row-interrupted" in (last.get_attribute("class") or "")
+            expect(status).to_contain_text(f"after {progress['done']} of {LONG_STEPS + 1} steps")
+            expect(run).to_be_enabled(timeout=UI_TIMEOUT_MS)
+            expect(stop).to_be_disabled(timeout=UI_TIMEOUT_MS)
+
+        # Stop button, then Kernel -> Interrupt, on runs started by clicking Run
+        stop_midway("Stop button", run.click, stop.click)
+        expect(status).to_contain_text("(Stop button)")
+        shot("2-stopped", wb)
+        stop_midway("kernel interrupt (clicked run)", run.click, lambda: page.evaluate(JS_INTERRUPT))
+        expect(status).to_contain_text("(kernel interrupt)")
+        # and on a run started from the kernel's main shell, as a cell does
+        stop_midway("kernel interrupt (wb.run from code)",
+                    lambda: page.evaluate(JS_EXECUTE, f"r = wb.run(steps={LONG_STEPS})"),
+                    lambda: page.evaluate(JS_INTERRUPT))
+        page.wait_for_function("() => window.__tfwbExecuted === true", timeout=UI_TIMEOUT_MS)
+        shot("3-interrupted", wb)
+
+        # a double click starts one run
+        steps.fill("5")
+        expect(run).to_be_enabled(timeout=UI_TIMEOUT_MS)
+        n_rows = rows.count()
+        run.dblclick()
+        expect(rows).to_have_count(n_rows + 1, timeout=RUN_TIMEOUT_MS)
+        expect(run).to_be_enabled(timeout=UI_TIMEOUT_MS)
+        page.evaluate(JS_EXECUTE, "wb.wait()")                    # joins the clicked run's thread
+        page.wait_for_function("() => window.__tfwbExecuted === true", timeout=RUN_TIMEOUT_MS)
+        assert rows.count() == n_rows + 1, "a double click started two runs"
+
+        # a kernel restart leaves a stale widget: it says so
+        page.evaluate(JS_RESTART)
+        page.locator(".jp-Dialog .jp-mod-accept").click(timeout=UI_TIMEOUT_MS)
+        banner = page.wait_for_function(JS_BANNER, timeout=KERNEL_IDLE_TIMEOUT_MS).json_value()
+        assert "stale" in banner, banner
+        page.wait_for_function(JS_CURRENT_READY, arg=SMOKE, timeout=KERNEL_IDLE_TIMEOUT_MS)   # new kernel up
+        assert "stale" in page.evaluate(JS_BANNER), "the banner went away once the new kernel started"
+        shot("4-stale", wb)
+        assert not writes, f"the test tried to write through the contents API: {writes}"
+    finally:
+        times["total"] = time.perf_counter() - t_start
+        context.close()
+        try:
+            lab.shutdown_kernels()
+        except OSError as e:               # never hide the test's own failure behind this one
+            print(f"\n[ui] could not shut the kernels down: {e}\n{lab.log_tail(1500)}", flush=True)
+        print("\n[ui] stop/interrupt: " + ", ".join(f"{k} {v:.2f} s" for k, v in times.items()), flush=True)
 
 
 def teardown_module(module):

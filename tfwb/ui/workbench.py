@@ -1,69 +1,100 @@
-"""The Workbench widget: knobs, a Run button, charts redrawn in place, and the run history.
+"""The Workbench widget: knobs, Run / Stop / Apply suggestion, charts redrawn in place, run history.
 
-Owns the widgets and their wiring only. The numbers come from the runner (``tfwb.run``
-by default, imported at the first run), the table from ``tfwb.report``, the charts
-from ``tfwb.ui.charts``, the expectations from ``tfwb.diagnosis``. Charts are
-``ipywidgets.Image`` widgets whose PNG value is replaced in place, so the Workbench
-redraws the same way in JupyterLab, Notebook 7, VS Code, Colab and under nbval. It
-uses only widget APIs present in both ipywidgets 7.7 and 8, never ``clear_output``
-and never ``with out:``. Running is blocking on purpose: clicks queue while the
-button is disabled, and ``Workbench.run(...)`` does from a cell exactly what a click does.
+Owns the widgets and their wiring only. The controls come from the knob table
+(``tfwb.ui.controls``: one per RunConfig field that has a ``group``, laid out a row
+per group), the numbers from the runner (``tfwb.run`` by default, imported at the
+first run), the table from ``tfwb.report``, the charts from ``tfwb.ui.charts``, the
+expectations and suggestions from ``tfwb.diagnosis``. Charts are ``ipywidgets.Image``
+widgets whose PNG value is replaced in place, so the Workbench redraws the same way
+in JupyterLab, Notebook 7, VS Code, Colab and under nbval. It uses only widget APIs
+present in both ipywidgets 7.7 and 8, never ``clear_output`` and never ``with out:``.
+
+Running. ``Workbench.run(...)`` from a cell trains on the calling thread and
+blocks until the run ends (nbval relies on it); a kernel interrupt stops it like
+any cell. A click on Run (in a kernel) trains on a background thread, so the
+kernel stays free for the Stop click, and a kernel interrupt stops it too
+(``tfwb.ui.interrupt`` explains why a click cannot simply block). Either way the
+run ends after its current step and is recorded as ``"interrupted"`` with the
+steps it finished. Clicks while a run is in progress start nothing.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import html
+import inspect
 import os
+import threading
 import time
 import uuid
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import ipywidgets as W
 
+from .. import config as _config
 from .. import report
-from ..config import DATA_SOURCES, MIXED_PRECISION, OPTIMIZERS, STRATEGIES, RunConfig, field_names
-from ..diagnosis import expectations
+from ..config import RunConfig
+from ..diagnosis import diagnose, expectations
+from ..observers import StopFlag
 from ..records import RunResult, append_result, load_results
+from .controls import build_controls, knob_rows, set_tooltip
+from .interrupt import InterruptBridge, kernel_loop
 
-#: Fields with an on/off toggle, and the text on each toggle.
-TOGGLE_KNOBS: Dict[str, str] = {
-    "prefetch": "prefetch",
-    "cache": "cache",
-    "parallel_map": "parallel_map",
-    "interleave": "interleave",
-    "vectorized_map": "vectorized_map",
-    "deterministic": "deterministic",
-    "jit_compile": "jit_compile (XLA)",
-}
-#: Fields picked from a list, and the values offered (``None`` shows as "none").
-CLIP_CHOICES = (None, "global_norm:1.0", "norm:1.0", "value:0.5")
-LATENCY_CHOICES_MS = (None, 0.0, 3.0, 25.0, 100.0)
-DROPDOWN_KNOBS: Dict[str, tuple] = {
-    "data_source": DATA_SOURCES,
-    "storage_latency_ms": LATENCY_CHOICES_MS,
-    "mixed_precision": MIXED_PRECISION,
-    "clip": CLIP_CHOICES,
-    "optimizer": OPTIMIZERS,
-    "strategy": STRATEGIES,
-}
-#: Fields typed in as integers.
-INT_KNOBS = ("batch_size", "steps", "shuffle_buffer")
-KNOB_FIELDS = tuple(TOGGLE_KNOBS) + tuple(DROPDOWN_KNOBS) + INT_KNOBS
+#: RunConfig fields that get a control (every knob with a ``group``), in declaration order.
+KNOB_FIELDS: Tuple[str, ...] = tuple(n for n, k in _config.KNOBS.items() if k.group is not None)
 
-RED = "#c00"
-_NONE = "none"                     # the dropdown's stand-in for None
-_NONE_LABELS = {"storage_latency_ms": "workload default"}   # where None means something else
+STOP_REASON = "stopped by the user"
+_STOP_TIP = "end the run after its current step (a kernel interrupt does the same)"
 _PROGRESS_INTERVAL_S = 0.05        # at most ~20 progress-bar updates a second
+_FAILED = report.FAILED_COLOR
+
+#: Page CSS, shipped inside the header (an HTML widget renders a <style> element):
+#: red invalid boxes, and a banner on a Workbench whose kernel is gone (ipywidgets
+#: adds ``jupyter-widgets-disconnected`` to every view when the kernel restarts).
+_CSS = f"""<style>
+.tfwb-workbench .tfwb-invalid input {{ border: 2px solid {_FAILED} !important;
+  background-color: #fff0f0 !important; color: {_FAILED} !important; }}
+.tfwb-workbench .tfwb-invalid .widget-label {{ color: {_FAILED} !important; font-weight: bold; }}
+.tfwb-workbench .widget-checkbox .widget-label {{ overflow: visible; }}
+.tfwb-workbench.jupyter-widgets-disconnected::before {{
+  content: "This Workbench is stale: its kernel restarted or stopped, so its buttons do nothing. Re-run the cell that made it.";
+  font: bold 13px var(--jp-ui-font-family, sans-serif); color: {_FAILED}; background: #fff0f0;
+  border: 2px solid {_FAILED}; padding: 6px 8px; margin-bottom: 4px; }}
+.tfwb-workbench .jupyter-widgets-disconnected::before {{ display: none; }}
+.tfwb-workbench.jupyter-widgets-disconnected > .widget-box,
+.tfwb-workbench.jupyter-widgets-disconnected > .widget-button {{ opacity: 0.45; pointer-events: none; }}
+</style>"""
 
 Runner = Callable[..., RunResult]
 
 
 def _red(text: str) -> str:
-    return f"<b style='color:{RED}'>{html.escape(text)}</b>"
+    return f"<b style='color:{_FAILED}'>{html.escape(text)}</b>"
 
 
 def _now_iso() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _has_steps(result: RunResult) -> bool:
+    return bool(result.step_times_s or result.warmup_times_s)
+
+
+def _steps_done(result: RunResult) -> Tuple[int, int]:
+    """Training steps a result finished (warm-up included) and the steps it was asked for."""
+    cfg = result.config
+    total = cfg.warmup_steps + cfg.steps
+    calls = len(result.warmup_times_s) + len(result.step_times_s)
+    return min(total, calls * cfg.steps_per_execution), total
+
+
+def _accepts(fn: Callable[..., Any], name: str) -> bool:
+    """True when ``fn`` takes keyword ``name`` (or ``**kwargs``)."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return True
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
 def _default_hardware() -> dict:
@@ -85,27 +116,33 @@ def _describe_hardware(hw: dict) -> str:
 
 
 class Workbench:
-    """Knobs for one RunConfig, a Run button, live progress, charts and the history of runs.
+    """Knobs for one RunConfig, Run / Stop / Apply suggestion, live progress, charts and history.
 
     Args:
         baseline (RunConfig | None, default None): the configuration the knobs start
             from and runs are compared with; ``None`` is ``RunConfig()``.
         history_path (str | PathLike | None, default None): a JSON-lines file; every
             result (failures included) is appended to it.
-        runner (callable | None, default None): ``runner(cfg, progress=cb) -> RunResult``;
-            ``None`` uses ``tfwb.run``, imported at the first run (TensorFlow loads then).
+        runner (callable | None, default None): ``runner(cfg, progress=cb, observers=(...))
+            -> RunResult``; ``None`` uses ``tfwb.run``, imported at the first run
+            (TensorFlow loads then). A runner without ``observers`` cannot be stopped early.
         resume (bool, default True): load an existing ``history_path`` into
             ``results`` so a restarted kernel gets its history back.
         hardware (dict | None, default None): ``tfwb.hardware.detect()`` output used for
             the expectations shown before a run; ``None`` detects it.
+        background (bool | None, default None): whether a click trains on a background
+            thread (``wait()`` joins it); ``None``: yes inside a Jupyter kernel, where
+            the Stop button and kernel interrupts need it, else no.
 
     Attributes:
         widget: the root ``VBox`` (CSS class ``tfwb-workbench``); a bare ``wb`` at the
             end of a cell displays it.
-        knobs: ``{field: widget}`` for every knob (CSS class ``tfwb-knob-<field>``).
-        run_button, progress, status, run_chart, compare_chart, history: the other
-            widgets (CSS classes ``tfwb-run``, ``tfwb-progress``, ``tfwb-status``,
-            ``tfwb-run-chart``, ``tfwb-compare-chart``, ``tfwb-history``).
+        controls: ``{field: KnobControl}`` for every knob with a group (``tfwb.ui.controls``).
+        knobs: ``{field: widget}``, the controls' widgets (CSS class ``tfwb-knob-<field>``).
+        run_button, stop_button, apply_button, progress, status, run_chart, chart_note,
+            compare_chart, history: the other widgets (CSS classes ``tfwb-run``,
+            ``tfwb-stop``, ``tfwb-apply``, ``tfwb-progress``, ``tfwb-status``,
+            ``tfwb-run-chart``, ``tfwb-chart-note``, ``tfwb-compare-chart``, ``tfwb-history``).
         results: every result so far, in order, failures included.
 
     Raises:
@@ -115,68 +152,70 @@ class Workbench:
     Example:
         >>> wb = Workbench(RunConfig(steps=20), history_path="runs.jsonl")  # doctest: +SKIP
         >>> wb                     # shows the knobs, Run, charts and history  # doctest: +SKIP
-        >>> wb.run(prefetch=True)  # what toggling prefetch and clicking Run does  # doctest: +SKIP
+        >>> wb.run(prefetch=True)  # what ticking prefetch and clicking Run does  # doctest: +SKIP
     """
 
     def __init__(self, baseline: Optional[RunConfig] = None,
                  history_path: "str | os.PathLike | None" = None, *,
                  runner: Optional[Runner] = None, resume: bool = True,
-                 hardware: Optional[dict] = None) -> None:
+                 hardware: Optional[dict] = None, background: Optional[bool] = None) -> None:
         if baseline is not None and not isinstance(baseline, RunConfig):
             raise ValueError(f"baseline must be a RunConfig, got {type(baseline).__name__}")
         self.baseline: RunConfig = baseline if baseline is not None else RunConfig()
         self.history_path: Optional[str] = os.fspath(history_path) if history_path is not None else None
         self.hardware: dict = dict(hardware) if hardware is not None else _default_hardware()
         self._runner = runner
+        self._background = background
         self.results: List[RunResult] = (
             load_results(self.history_path) if resume and self.history_path else [])
-        self._overrides: Dict[str, Any] = {}      # fields set by run(...) that have no knob
+        self._overrides: Dict[str, Any] = {}      # fields set by run(...) that have no control
         self._next_label: Optional[str] = None    # label for the next run only
-        self._cache_path: Optional[str] = self.baseline.cache if isinstance(self.baseline.cache, str) else None
+        self._next_note: Optional[str] = None     # said with the next run's outcome (applied suggestion)
         self._outcome_html = ""                   # what happened last, above the preview
+        self._lock = threading.RLock()            # clicks can arrive on several kernel threads
         self._running = False
+        self._thread: Optional[threading.Thread] = None
+        self._stop_flag: Optional[StopFlag] = None
+        self._stop_how: Optional[str] = None
+        self._bridge = InterruptBridge(lambda: self._request_stop("kernel interrupt"))
+        self._chart_run: Optional[int] = None     # the 1-based run the run chart shows
         self._last_progress_s = 0.0
         self._build_widgets()
         if self.results:
             self._outcome_html = (f"Resumed {len(self.results)} run(s) from "
                                   f"<code>{html.escape(self.history_path or '')}</code>.")
-            self._redraw(self.results[-1])
+            self._redraw(len(self.results))
         self._render_status()
 
     # -- widgets -------------------------------------------------------------
     def _build_widgets(self) -> None:
-        self.knobs: Dict[str, W.Widget] = {}
-        self._choices: Dict[str, list] = {}
-        wide = {"description_width": "initial"}
-        for name, text in TOGGLE_KNOBS.items():
-            self.knobs[name] = W.ToggleButton(description=text, tooltip=f"RunConfig.{name}",
-                                              layout=W.Layout(width="auto"))
-        for name, choices in DROPDOWN_KNOBS.items():
-            self._choices[name] = list(choices)
-            longest = max(len(self._label(c, name)) for c in choices)
-            self.knobs[name] = W.Dropdown(
-                options=self._options(name), description=name, style=wide,
-                layout=W.Layout(width=f"{(len(name) + longest) * 8 + 56}px"))
-        for name in INT_KNOBS:
-            self.knobs[name] = W.IntText(description=name, style=wide,
-                                         layout=W.Layout(width=f"{len(name) * 8 + 100}px"))
-        for name, knob in self.knobs.items():
-            knob.add_class(f"tfwb-knob-{name}")
-        self._set_knobs({name: getattr(self.baseline, name) for name in KNOB_FIELDS})
-        for knob in self.knobs.values():
-            knob.observe(self._on_knob_change, names="value")
+        self._knob_table = dict(_config.KNOBS)
+        self.controls = build_controls(self._knob_table, {n: getattr(self.baseline, n) for n in self._knob_table})
+        self.knobs: Dict[str, W.Widget] = {name: c.widget for name, c in self.controls.items()}
+        for control in self.controls.values():
+            control.observe(self._on_knob_change)
 
         self.run_button = W.Button(description="Run", button_style="primary", icon="play",
                                    tooltip="train with these settings and record the result")
         self.run_button.add_class("tfwb-run")
         self.run_button.on_click(self._on_click)
+        self.stop_button = W.Button(description="Stop", icon="stop", disabled=True, tooltip=_STOP_TIP)
+        self.stop_button.add_class("tfwb-stop")
+        self.stop_button.on_click(self._on_stop_click)
+        self.apply_button = W.Button(description="Apply suggestion", icon="magic", disabled=True,
+                                     layout=W.Layout(width="auto"),
+                                     tooltip="set the knob the last run's diagnosis suggests, and run")
+        self.apply_button.add_class("tfwb-apply")
+        self.apply_button.on_click(self._on_apply_click)
         self.progress = W.IntProgress(value=0, min=0, max=1, description="steps",
-                                      layout=W.Layout(width="320px"))
+                                      layout=W.Layout(width="260px"))
         self.progress.add_class("tfwb-progress")
         self.progress_text = W.HTML("")
         self.progress_text.add_class("tfwb-progress-text")
         self.status = W.HTML("")
         self.status.add_class("tfwb-status")
+        self.chart_note = W.HTML("", layout=W.Layout(display="none"))
+        self.chart_note.add_class("tfwb-chart-note")
         self.run_chart = W.Image(format="png", layout=W.Layout(display="none"))
         self.run_chart.add_class("tfwb-run-chart")
         self.compare_chart = W.Image(format="png", layout=W.Layout(display="none"))
@@ -185,24 +224,19 @@ class Workbench:
         self.history.add_class("tfwb-history")
 
         machine = _describe_hardware(self.hardware)
-        header = W.HTML("<b>tfwb Workbench</b>"
+        header = W.HTML(_CSS + "<b>tfwb Workbench</b>"
                         + (f" &middot; this machine: {html.escape(machine)}" if machine else ""))
         header.add_class("tfwb-header")
-        wrap = W.Layout(flex_flow="row wrap", align_items="center")
-        k = self.knobs
+        actions = W.HBox([self.run_button, self.stop_button, self.apply_button, self.progress,
+                          self.progress_text],
+                         layout=W.Layout(flex_flow="row wrap", align_items="center"))
+        actions.add_class("tfwb-actions")
         self.widget = W.VBox([
             header,
-            W.HBox([W.HTML("<b>input</b>", layout=W.Layout(width="70px")),
-                    k["prefetch"], k["cache"], k["parallel_map"], k["interleave"], k["vectorized_map"],
-                    k["deterministic"], k["data_source"], k["storage_latency_ms"], k["shuffle_buffer"]],
-                   layout=wrap),
-            W.HBox([W.HTML("<b>compute</b>", layout=W.Layout(width="70px")),
-                    k["jit_compile"], k["mixed_precision"], k["clip"], k["optimizer"], k["strategy"]],
-                   layout=wrap),
-            W.HBox([W.HTML("<b>run</b>", layout=W.Layout(width="70px")),
-                    k["batch_size"], k["steps"], self.run_button, self.progress, self.progress_text],
-                   layout=wrap),
+            *knob_rows(self.controls, self._knob_table),
+            actions,
             self.status,
+            self.chart_note,
             self.run_chart,
             self.compare_chart,
             self.history,
@@ -210,65 +244,24 @@ class Workbench:
         self.widget.add_class("tfwb-workbench")
         self._refresh_history()
 
-    @staticmethod
-    def _label(value: Any, name: str = "") -> str:
-        """The text a dropdown shows for a RunConfig value (dropdown values are these texts:
-        ipywidgets 8 reads a ``None`` value as "nothing selected")."""
-        if value is None:
-            return _NONE_LABELS.get(name, _NONE)
-        if name == "storage_latency_ms":
-            return f"{value:g} ms"
-        return str(value)
+    def _knob_values(self, skip: Any = ()) -> Dict[str, Any]:
+        """RunConfig values from the controls (those in ``skip`` left out).
 
-    def _options(self, name: str) -> list:
-        return [(self._label(v, name), self._label(v, name)) for v in self._choices[name]]
-
-    def _from_label(self, name: str, text: str) -> Any:
-        for value in self._choices[name]:
-            if self._label(value, name) == text:
-                return value
-        return text
-
-    def _set_knobs(self, values: Dict[str, Any]) -> None:
-        """Put RunConfig values on the knob widgets (values already validated)."""
-        for name, value in values.items():
-            knob = self.knobs[name]
-            if name == "cache":
-                if isinstance(value, str):
-                    self._cache_path = value
-                knob.value = bool(value)
-            elif name in DROPDOWN_KNOBS:
-                if value not in self._choices[name]:
-                    self._choices[name].append(value)
-                    knob.options = self._options(name)
-                knob.value = self._label(value, name)
-            else:
-                knob.value = value
-
-    def _knob_values(self) -> Dict[str, Any]:
-        """RunConfig values from the knob widgets, unvalidated."""
-        values: Dict[str, Any] = {}
-        for name, knob in self.knobs.items():
-            value = knob.value
-            if name == "cache":
-                value = (self._cache_path or True) if value else False
-            elif name in DROPDOWN_KNOBS:
-                value = self._from_label(name, value)
-            elif name in TOGGLE_KNOBS:
-                value = bool(value)
-            values[name] = value
-        return values
+        Raises:
+            ValueError: naming the field, for a control holding a value it does not accept.
+        """
+        return {name: c.read() for name, c in self.controls.items() if name not in skip}
 
     # -- configuration ---------------------------------------------------------
     def config(self) -> RunConfig:
         """The RunConfig the next run will use: the baseline with the knobs applied.
 
         Returns:
-            ``baseline.replace(...)`` with every knob's value, the non-knob fields
-            set through ``run(...)``, and the label given to the pending run.
+            ``baseline.replace(...)`` with every control's value, the fields without a
+            control set through ``run(...)``, and the label given to the pending run.
 
         Raises:
-            ValueError: naming the field when a knob holds a bad value (e.g. batch_size 0).
+            ValueError: naming the field when a control holds a bad value (e.g. steps "abc").
 
         Example:
             >>> Workbench(hardware={}).config() == RunConfig()  # doctest: +SKIP
@@ -288,17 +281,25 @@ class Workbench:
         """
         self._overrides = {}
         self._next_label = None
-        self._cache_path = self.baseline.cache if isinstance(self.baseline.cache, str) else None
-        self._set_knobs({name: getattr(self.baseline, name) for name in KNOB_FIELDS})
+        for name, control in self.controls.items():
+            control.reset(getattr(self.baseline, name))
         self._render_status()
+
+    def suggestion(self) -> Optional[Tuple[str, Any, str]]:
+        """The first ``(field, value, why)`` the last run's diagnosis suggests, or ``None``."""
+        if not self.results:
+            return None
+        suggestions = diagnose(self.results[-1]).suggestions
+        return tuple(suggestions[0]) if suggestions else None   # type: ignore[return-value]
 
     # -- running -----------------------------------------------------------------
     def run(self, **changes: Any) -> RunResult:
-        """Set knobs from ``changes`` and run: exactly what clicking Run does.
+        """Set knobs from ``changes`` and run: exactly what clicking Run does, but blocking.
 
-        Knob fields move their widgets; other RunConfig fields (``learning_rate``,
-        ``warmup_steps``, ...) apply to this and later runs until ``reset_knobs()``;
-        ``label`` names this run only.
+        Fields with a control move it; other RunConfig fields (``sample_interval_s``,
+        ...) apply to this and later runs until ``reset_knobs()``; ``label`` names
+        this run only. A kernel interrupt (or the Stop button) ends the run after its
+        current step; it is recorded as ``"interrupted"`` with the steps it finished.
 
         Args:
             **changes: RunConfig fields and values, e.g. ``prefetch=True``.
@@ -316,68 +317,172 @@ class Workbench:
         Example:
             >>> wb.run(prefetch=True, cache=True).summary()  # doctest: +SKIP
         """
-        unknown = sorted(set(changes) - set(field_names()))
-        if unknown:
-            raise ValueError(f"unknown RunConfig field(s): {', '.join(unknown)}; "
-                             f"known fields: {', '.join(field_names())}")
+        _config.check_fields(changes)
         if self._running:
-            raise RuntimeError("a run is already in progress; wait for it to finish")
-        label = changes.pop("label", None)
-        knob_changes = {k: v for k, v in changes.items() if k in self.knobs}
-        other_changes = {k: v for k, v in changes.items() if k not in self.knobs}
+            raise RuntimeError("a run is already in progress: click Stop or call wb.wait() first")
+        self._apply_changes(changes)
+        result = self._launch(background=False, raise_bad_config=True)
+        if result is None:  # only when another run started meanwhile
+            raise RuntimeError("a run is already in progress: click Stop or call wb.wait() first")
+        return result
+
+    def apply_suggestion(self) -> RunResult:
+        """Set the knob of the last run's first suggestion and run (as the Apply button does).
+
+        Only that knob changes; the status says what was applied.
+
+        Returns:
+            The recorded RunResult.
+
+        Raises:
+            ValueError: when the last run has no suggestion (or there is no run yet).
+            RuntimeError: when called while a run is in progress.
+
+        Example:
+            >>> wb.run(); wb.apply_suggestion().config.prefetch   # doctest: +SKIP
+            True
+        """
+        suggestion = self.suggestion()
+        if suggestion is None:
+            last = diagnose(self.results[-1]).headline if self.results else "no run yet"
+            raise ValueError(f"no suggestion to apply (last run: {last})")
+        name, value, why = suggestion
+        self._next_note = f"Applied the suggestion {name}={value!r} ({why})."
         try:
-            merged = {**self._overrides, **other_changes, **self._knob_values(), **knob_changes}
+            return self.run(**{name: value})
+        finally:
+            self._next_note = None
+
+    def stop(self) -> bool:
+        """Ask the run in progress to end after its current step (what the Stop button does).
+
+        Returns:
+            True when a run was in progress.
+        """
+        return self._request_stop("wb.stop()")
+
+    def wait(self, timeout: Optional[float] = None) -> Optional[RunResult]:
+        """Wait for a run started by a click to end; returns the last result (``None``: no run yet).
+
+        A KeyboardInterrupt while waiting stops the run (after its current step) and waits for it.
+
+        Args:
+            timeout: seconds to wait at most (``None``: until it ends).
+        """
+        thread = self._thread
+        if thread is not None:
+            try:
+                thread.join(timeout)
+            except KeyboardInterrupt:
+                self._request_stop("KeyboardInterrupt")
+                thread.join()
+        return self.results[-1] if self.results else None
+
+    @property
+    def running(self) -> bool:
+        """True while a run is in progress."""
+        return self._running
+
+    def _apply_changes(self, changes: Dict[str, Any]) -> None:
+        """Validate ``changes`` against the current knobs, then put them on the knobs.
+
+        Raises:
+            ValueError: naming the field; the status turns red and nothing changes.
+        """
+        changes = dict(changes)
+        label = changes.pop("label", None)
+        knob_changes = {k: v for k, v in changes.items() if k in self.controls}
+        other_changes = {k: v for k, v in changes.items() if k not in self.controls}
+        try:
+            merged = {**self._overrides, **other_changes, **self._knob_values(skip=knob_changes),
+                      **knob_changes}
             if label is not None:
                 merged["label"] = label
-            self.baseline.replace(**merged)
+            cfg = self.baseline.replace(**merged)
         except ValueError as e:
             self._outcome_html = _red(f"not run: {e}")
             self._render_status()
             raise
         self._overrides.update(other_changes)
         self._next_label = label
-        self._set_knobs(knob_changes)
-        result = self._run_current(raise_bad_config=True)
-        if result is None:  # only when another run started meanwhile
-            raise RuntimeError("a run is already in progress; wait for it to finish")
-        return result
+        for name in knob_changes:
+            self.controls[name].show(getattr(cfg, name))
+
+    def _use_background(self) -> bool:
+        return self._background if self._background is not None else kernel_loop() is not None
 
     def _on_click(self, _button: Any = None) -> None:
-        self._run_current(raise_bad_config=False)
+        self._launch(background=self._use_background(), raise_bad_config=False)
 
-    def _run_current(self, *, raise_bad_config: bool) -> Optional[RunResult]:
-        """Run the knobs' configuration and record the result (the one path for click and run())."""
-        if self._running:
-            return None
+    def _on_stop_click(self, _button: Any = None) -> None:
+        if self._request_stop("Stop button"):
+            self.progress_text.value = "stopping after the current step\u2026"
+
+    def _on_apply_click(self, _button: Any = None) -> None:
+        suggestion = self.suggestion()
+        if suggestion is None or self._running:
+            return
+        name, value, why = suggestion
         try:
-            cfg = self.config()
+            self._apply_changes({name: value})
         except ValueError:
+            return                                  # shown red by _apply_changes
+        self._next_note = f"Applied the suggestion {name}={value!r} ({why})."
+        self._launch(background=self._use_background(), raise_bad_config=False)
+
+    def _launch(self, *, background: bool, raise_bad_config: bool) -> Optional[RunResult]:
+        """Start a run of the knobs' configuration: the one path for clicks, run() and apply.
+
+        Returns the result when it ran here, ``None`` when it runs in the background or
+        did not start (a run already in progress, or a bad knob when not raising).
+        """
+        with self._lock:
+            if self._running:
+                return None
+            try:
+                cfg = self.config()
+            except ValueError:
+                self._next_label = self._next_note = None
+                self._render_status()            # the preview line shows the bad knob in red
+                if raise_bad_config:
+                    raise
+                return None
             self._next_label = None
-            self._render_status()            # the preview line shows the bad knob in red
-            if raise_bad_config:
-                raise
-            return None
-        self._next_label = None
-        self._running = True
+            note, self._next_note = self._next_note, None
+            flag = StopFlag(STOP_REASON)
+            self._running, self._stop_flag, self._stop_how = True, flag, None
+            self._show_running(cfg, note, stoppable=background)
+        if not background:
+            return self._execute(cfg, flag, note)
+        self._thread = threading.Thread(target=self._execute, args=(cfg, flag, note),
+                                        name="tfwb-workbench-run", daemon=True)
+        self._bridge.arm()
+        self._thread.start()
+        return None
+
+    def _execute(self, cfg: RunConfig, flag: StopFlag, note: Optional[str]) -> RunResult:
+        """Run ``cfg``, record the result, and make the buttons ready again."""
         try:
-            self.run_button.disabled = True
-            self.run_button.description = "Running\u2026"
-            self.progress.bar_style = ""
-            self.progress.max = max(cfg.warmup_steps + cfg.steps, 1)
-            self.progress.value = 0
-            self.progress_text.value = f"0 / {cfg.warmup_steps + cfg.steps} steps"
-            self._last_progress_s = 0.0
-            self.status.value = (f"Running #{len(self.results) + 1}: "
-                                 f"<code>{html.escape(report.format_changes(cfg, self.baseline))}</code>\u2026")
-            result = self._call_runner(cfg)
-            self._record(result)
+            result = self._finish_result(self._call_runner(cfg, flag), flag)
+            self._record(result, note)
             return result
         finally:
-            self._running = False
-            self.run_button.disabled = False
-            self.run_button.description = "Run"
+            self._bridge.disarm()
+            with self._lock:
+                self._running, self._stop_flag = False, None
+                self._show_idle()
 
-    def _call_runner(self, cfg: RunConfig) -> RunResult:
+    def _request_stop(self, how: str) -> bool:
+        """Set the running run's stop flag (thread-safe; called from a signal handler too)."""
+        flag = self._stop_flag
+        if flag is None:
+            return False
+        if self._stop_how is None:
+            self._stop_how = how
+        flag.set()
+        return True
+
+    def _call_runner(self, cfg: RunConfig, flag: StopFlag) -> RunResult:
         """The runner's result, or a failed/interrupted RunResult for what it raised."""
         try:
             runner = self._runner
@@ -385,16 +490,38 @@ class Workbench:
                 import tfwb
 
                 runner = tfwb.run
-            result = runner(cfg, progress=self._on_progress)
+            kwargs: Dict[str, Any] = {"progress": self._on_progress}
+            if _accepts(runner, "observers"):
+                kwargs["observers"] = (flag,)
+            result = runner(cfg, **kwargs)
             if not isinstance(result, RunResult):
                 raise TypeError(f"the runner returned {type(result).__name__}, not a RunResult")
             return result
         except KeyboardInterrupt:
+            self._stop_how = self._stop_how or "KeyboardInterrupt"
             return RunResult(config=cfg, status="interrupted", error="interrupted by the user",
                              started_at=_now_iso(), run_id=uuid.uuid4().hex)
         except Exception as e:  # shown in the widget and recorded, not lost in a log console
             return RunResult(config=cfg, status="failed", error=f"{type(e).__name__}: {e}",
                              started_at=_now_iso(), run_id=uuid.uuid4().hex)
+
+    def _finish_result(self, result: RunResult, flag: StopFlag) -> RunResult:
+        """A run the user stopped is ``"interrupted"``, with how and after how many steps.
+
+        ``tfwb.run`` ends a run whose StopFlag is set with ``status="ok"`` and
+        ``stop_reason`` set, as for any observer's stop; a stop by the user (Stop,
+        kernel interrupt, Ctrl-C) is recorded here as interrupted, like a
+        KeyboardInterrupt inside ``tfwb.run``.
+        """
+        stopped = flag.is_set and result.status == "ok" and result.stop_reason == flag.reason
+        if not stopped and result.status != "interrupted":
+            return result
+        done, total = _steps_done(result)
+        how = f" ({self._stop_how})" if self._stop_how else ""
+        base = STOP_REASON if stopped else (result.error or "interrupted by the user")
+        error = f"{base}{how} after {done} of {total} steps"
+        return dataclasses.replace(result, status="interrupted", error=error,
+                                   stop_reason=result.stop_reason or STOP_REASON)
 
     def _on_progress(self, steps_done: int, steps_total: int) -> None:
         """The runner's progress callback: move the bar, at most ~20 times a second."""
@@ -406,12 +533,24 @@ class Workbench:
         if self.progress.max != total:
             self.progress.max = total
         self.progress.value = max(0, min(int(steps_done), total))
-        self.progress_text.value = f"{int(steps_done)} / {int(steps_total)} steps"
+        stopping = " (stopping\u2026)" if self._stop_flag is not None and self._stop_flag.is_set else ""
+        self.progress_text.value = f"{int(steps_done)} / {int(steps_total)} steps{stopping}"
 
-    def _record(self, result: RunResult) -> None:
-        """Keep the result, save it, redraw, and say what happened."""
+    def _record(self, result: RunResult, note: Optional[str] = None) -> None:
+        """Keep the result, say how it ended, save it, then redraw the charts.
+
+        The bar, the status line and the history row change before the charts are
+        drawn, so a stopped run shows as stopped at once.
+        """
         self.results.append(result)
         number = len(self.results)
+        done, total = _steps_done(result)
+        self.progress.bar_style = {"ok": "success", "interrupted": "warning"}.get(result.status, "danger")
+        if result.ok:
+            self.progress.value = self.progress.max
+        self.progress_text.value = f"{done} / {total} steps: {html.escape(result.status)}"
+        self._outcome_html = self._outcome(result, number, note)
+        self.status.value = self._outcome_html
         problems = []
         if self.history_path:
             try:
@@ -419,12 +558,15 @@ class Workbench:
             except OSError as e:
                 problems.append(f"not saved to {self.history_path}: {e}")
         try:
-            self._redraw(result)
+            self._redraw(number)
         except Exception as e:  # a chart bug must not lose the result
             problems.append(f"chart failed: {type(e).__name__}: {e}")
-        self.progress.bar_style = "success" if result.ok else "danger"
+        for problem in problems:
+            self._outcome_html += "<br>" + _red(problem)
+
+    def _outcome(self, result: RunResult, number: int, note: Optional[str]) -> str:
+        """The status line for run ``number``: summary and verdict, or why it ended early (red if it failed)."""
         if result.ok:
-            self.progress.value = self.progress.max
             row = report.history_rows(self.results, self._baseline_result(),
                                       baseline_config=self.baseline)[-1]
             text = f"<b>#{number}</b> {html.escape(result.summary())}"
@@ -432,14 +574,18 @@ class Workbench:
                 text += f" &mdash; vs the baseline: <b>{html.escape(row['verdict'])}</b>"
             elif row["is_baseline"]:
                 text += " &mdash; this is the baseline"
+        elif result.status == "interrupted":
+            text = f"<b>#{number} interrupted: {html.escape(result.error or 'interrupted')}</b>"
+            if result.step_times_s:
+                text += (f" &mdash; {len(result.step_times_s)} measured step(s) charted below; "
+                         "not used in comparisons")
         else:
             text = _red(f"#{number} {result.status}: {result.error or 'no measured steps'}")
-        for note in result.notes:
-            text += f"<br><i>{html.escape(note)}</i>"
-        for problem in problems:
-            text += "<br>" + _red(problem)
-        self._outcome_html = text
-        self._render_status()
+        if note:
+            text = f"{html.escape(note)}<br>{text}"
+        for line in result.notes:
+            text += f"<br><i>{html.escape(line)}</i>"
+        return text
 
     # -- rendering ---------------------------------------------------------------
     def _baseline_result(self) -> Optional[RunResult]:
@@ -449,32 +595,87 @@ class Workbench:
         rows = report.history_rows(self.results, self._baseline_result(), baseline_config=self.baseline)
         self.history.value = report.html_table(rows)
 
-    def _redraw(self, latest: RunResult) -> None:
+    def _redraw(self, latest: int) -> None:
+        """Redraw for run ``latest`` (1-based): history, comparison, and the run chart.
+
+        The run chart shows the latest run that has steps: a run that failed before
+        its first step keeps the previous chart on screen (with a red note above it)
+        instead of replacing it with empty axes.
+        """
         from . import charts
 
         self._refresh_history()
-        self.run_chart.value = charts.run_chart_png(latest)
-        self.run_chart.layout.display = None
         self.compare_chart.value = charts.comparison_png(self.results, self._baseline_result(),
                                                          baseline_config=self.baseline)
         self.compare_chart.layout.display = None
+        drawable = [i for i in range(latest, 0, -1) if _has_steps(self.results[i - 1])]
+        if drawable and drawable[0] != self._chart_run:
+            self.run_chart.value = charts.run_chart_png(self.results[drawable[0] - 1])
+            self.run_chart.layout.display = None
+            self._chart_run = drawable[0]
+        note = ""
+        result = self.results[latest - 1]
+        if not _has_steps(result):
+            what = f"run #{latest} {result.status} before its first step"
+            note = _red(f"{what}; the chart below is still run #{self._chart_run}'s"
+                        if self._chart_run else f"{what}; no run has steps to chart yet")
+        self.chart_note.value = note
+        self.chart_note.layout.display = None if note else "none"
 
-    def _preview_html(self) -> str:
+    def _preview(self) -> Tuple[str, bool]:
+        """The "Next run" line (red naming the field when a knob is bad), and whether it can run."""
         try:
             cfg = self.config()
         except ValueError as e:
-            return _red(str(e))
+            return _red(f"cannot run: {e}"), False
         changes = report.format_changes(cfg, self.baseline)
         text = f"Next run: <code>{html.escape(changes)}</code>"
         hints = expectations(cfg, self.hardware)
         if hints:
             text += "<ul style='margin:2px 0'>" + "".join(
                 f"<li>{html.escape(h)}</li>" for h in hints) + "</ul>"
-        return text
+        return text, True
 
     def _render_status(self) -> None:
-        parts = [p for p in (self._outcome_html, self._preview_html()) if p]
-        self.status.value = "<br>".join(parts)
+        """Status = last outcome + next-run preview; Run and Apply enabled only when they can run."""
+        preview, valid = self._preview()
+        self.status.value = "<br>".join(p for p in (self._outcome_html, preview) if p)
+        self.run_button.disabled = self._running or not valid
+        set_tooltip(self.run_button, "train with these settings and record the result" if valid
+                    else "a knob holds a value it does not accept (shown red): fix it first")
+        suggestion = self.suggestion()
+        self.apply_button.disabled = self._running or not valid or suggestion is None
+        self.apply_button.description = (f"Apply {suggestion[0]}={suggestion[1]!r}" if suggestion
+                                          else "Apply suggestion")
+        if suggestion:
+            set_tooltip(self.apply_button, f"the last run's diagnosis suggests {suggestion[0]}="
+                                           f"{suggestion[1]!r}: {suggestion[2]}; set it and run")
+
+    def _show_running(self, cfg: RunConfig, note: Optional[str], *, stoppable: bool) -> None:
+        """Buttons and bar for a run in progress. Stop is offered only for a run on the
+        background thread: a click on it during a run started from a cell would wait
+        behind the cell (the kernel interrupt stops that one)."""
+        self.run_button.disabled = True
+        self.run_button.description = "Running\u2026"
+        self.stop_button.disabled = not stoppable
+        set_tooltip(self.stop_button, _STOP_TIP if stoppable else
+                    "this run was started from code: interrupt the kernel to stop it (it ends after "
+                    "its current step and is recorded as interrupted)")
+        self.apply_button.disabled = True
+        self.progress.bar_style = ""
+        total = cfg.warmup_steps + cfg.steps
+        self.progress.max = max(total, 1)
+        self.progress.value = 0
+        self.progress_text.value = f"0 / {total} steps"
+        self._last_progress_s = 0.0
+        applied = f"{html.escape(note)}<br>" if note else ""
+        self.status.value = (f"{applied}Running #{len(self.results) + 1}: "
+                             f"<code>{html.escape(report.format_changes(cfg, self.baseline))}</code>\u2026")
+
+    def _show_idle(self) -> None:
+        self.run_button.description = "Run"
+        self.stop_button.disabled = True
+        self._render_status()
 
     def _on_knob_change(self, _change: Any) -> None:
         if not self._running:
