@@ -6,6 +6,7 @@ kernel that is the default); those tests synchronise on events, never on time.
 """
 import dataclasses
 import html
+import re
 import os
 import signal
 import subprocess
@@ -402,6 +403,9 @@ def test_verdict_text_reaches_the_history_table_and_status():
     assert "2.00x faster" in wb.status.value
     wb.run(prefetch=False)
     assert "1.00x: no significant difference" in wb.history.value
+    status = re.sub(r"<[^>]+>", "", text(wb.status))                # tags off: the words the reader sees
+    assert "vs the previous run (#2): 2.00x slower" in status       # what the reader just changed
+    assert "vs the baseline: 1.00x: no significant difference" in status
 
 
 def test_history_file_round_trip_and_resume(tmp_path):

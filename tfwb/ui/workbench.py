@@ -570,10 +570,18 @@ class Workbench:
             row = report.history_rows(self.results, self._baseline_result(),
                                       baseline_config=self.baseline)[-1]
             text = f"<b>#{number}</b> {html.escape(result.summary())}"
+            if row.get("prev_verdict"):        # the comparison the reader just made comes first
+                color = report.verdict_color(row.get("prev_comparison"))
+                text += (f" &mdash; vs the previous run (#{row['previous']}): "
+                         f"<b style='color:{color}'>{html.escape(row['prev_verdict'])}</b>")
             if row["verdict"] and not row["is_baseline"]:
-                text += f" &mdash; vs the baseline: <b>{html.escape(row['verdict'])}</b>"
+                color = report.verdict_color(row.get("comparison"))
+                text += f" &mdash; vs the baseline: <b style='color:{color}'>{html.escape(row['verdict'])}</b>"
             elif row["is_baseline"]:
                 text += " &mdash; this is the baseline"
+            if not row.get("noise_learned", True):
+                text += ("<br><i>Run one configuration 3 times to learn this machine's run-to-run noise; "
+                         "for a close call use <code>tfwb.compare_interleaved(a, b)</code>.</i>")
         elif result.status == "interrupted":
             text = f"<b>#{number} interrupted: {html.escape(result.error or 'interrupted')}</b>"
             if result.step_times_s:
