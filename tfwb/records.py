@@ -79,8 +79,10 @@ class RunResult:
         fingerprint: versions, devices and machine the run used.
         started_at: ISO-8601 start time; ``run_id`` unique per run.
         notes: warnings the runner wants shown (e.g. a knob it had to adjust).
-        stop_reason: why an observer ended the run early (target loss reached, Stop
-            clicked); ``None`` when it ran every step. The status stays ``"ok"``.
+        stop_reason: why an observer ended the run early; ``None`` when it ran every step.
+            ``tfwb.run`` keeps the status ``"ok"`` (a target loss reached); the Workbench
+            records a user's stop (Stop button, kernel interrupt) as ``"interrupted"`` and
+            keeps this reason.
         extras: JSON-ready facts observers recorded (``target_reached``, ``profile``,
             ``tensorboard``).
         steps_per_call: training steps each call of the step function ran
