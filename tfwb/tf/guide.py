@@ -30,7 +30,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple  # 
 
 import tensorflow as tf
 
-from .. import stats
+from .. import expect, report, stats
 from . import pipeline
 from .timing import time_calls
 
@@ -166,19 +166,23 @@ class GuideResult:
         return stats.compare(self.times_s[b], self.times_s[i])
 
     def check_lines(self) -> List[str]:
-        """One line per comparison run: expected (``EXPECTED``, else "faster"), measured, agreed or not."""
+        """One ``tfwb.expect`` sentence per comparison run: expected (``EXPECTED``, else faster), measured, agreed."""
         lines = []
         for pair in PAIRS:
             for rewrites in ("default", "off"):
                 cmp = self.comparison(pair, rewrites)
                 if cmp is None:
                     continue
+                claim = f"{pair.name}, rewrites {rewrites}"
                 expected = EXPECTED.get((pair.name, rewrites), "faster")
                 ratio = self.ratio(pair, rewrites)
-                agreed = {"faster": cmp.verdict == "faster", "about 1": 0.9 <= ratio <= 1.1,
-                          "at least 0.9": ratio >= 0.9}[expected]
-                lines.append(f"{pair.name}, rewrites {rewrites}: expected {expected}, measured "
-                             f"{cmp.text()}: {'agreed' if agreed else 'did NOT agree'}")
+                if expected == "faster":
+                    lines.append(str(expect.ab(claim, "faster").check(cmp)))
+                elif expected == "about 1":      # within 10 % either way
+                    lines.append(str(expect.at_least(claim + " (about 1)", 0.9, "x").check(ratio)))
+                    lines.append(str(expect.at_most(claim + " (about 1)", 1.1, "x").check(ratio)))
+                else:
+                    lines.append(str(expect.at_least(claim, 0.9, "x").check(ratio)))
         return lines
 
     def rows(self) -> List[dict]:
@@ -195,20 +199,29 @@ class GuideResult:
         return out
 
 
+HEADERS = ("comparison", "published", "yours (tf.data defaults)", "yours (rewrites off)")
+
+
+def _cells(rows: Sequence[dict]) -> List[Tuple[str, ...]]:
+    def fmt(r, key):
+        value = r[f"measured_{key}"]
+        return "not run" if value is None else f"{value:.2f}x ({r[f'verdict_{key}']})"
+    return [(r["comparison"], f"{r['published']:.2f}x", fmt(r, "default"), fmt(r, "off")) for r in rows]
+
+
 def format_rows(rows: Sequence[dict]) -> str:
-    """The comparison table as fixed-width text."""
-    head = ("comparison", "published", "yours (tf.data defaults)", "yours (rewrites off)")
-    lines = []
-    for r in rows:
-        def fmt(key):
-            value = r[f"measured_{key}"]
-            return "not run" if value is None else f"{value:.2f}x ({r[f'verdict_{key}']})"
-        lines.append((r["comparison"], f"{r['published']:.2f}x", fmt("default"), fmt("off")))
-    widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(head)]
-    text = ["  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip(),
+    """The comparison table as fixed-width text (the command line; notebooks show ``html_rows``)."""
+    lines = _cells(rows)
+    widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(HEADERS)]
+    text = ["  ".join(h.ljust(w) for h, w in zip(HEADERS, widths)).rstrip(),
             "  ".join("-" * w for w in widths)]
     text += ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines]
     return "\n".join(text)
+
+
+def html_rows(rows: Sequence[dict]) -> str:
+    """The comparison table as escaped HTML, for a notebook cell (``display(HTML(...))``)."""
+    return report.simple_html_table(HEADERS, _cells(rows))
 
 
 def run(repeats: int = 5, *, warmup: int = 1, pairs: Iterable[Pair] = PAIRS,
