@@ -217,3 +217,19 @@ def test_a_data_source_the_workload_does_not_honour_fails_at_construction():
     with pytest.raises(ValueError, match="data_source='generator' does not apply to workload 'mlp'"):
         RunConfig(workload="mlp", data_source="generator")
     assert RunConfig(workload="mlp", data_source="memory").data_source == "memory"
+
+
+def test_auto_size_follows_fast_mode_then_the_measured_choice(monkeypatch):
+    from tfwb import config
+
+    monkeypatch.setenv("TFWB_FAST", "1")
+    assert RunConfig().resolved_size == "small"
+    monkeypatch.delenv("TFWB_FAST")
+    try:
+        assert RunConfig().resolved_size == "full"
+        config.set_auto_size("small")
+        assert RunConfig().resolved_size == "small" and RunConfig(size="full").resolved_size == "full"
+        with pytest.raises(ValueError, match="size='tiny'"):
+            config.set_auto_size("tiny")
+    finally:
+        config.set_auto_size(None)

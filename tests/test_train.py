@@ -581,3 +581,24 @@ def test_tensorflow_log_lines_written_during_a_run_become_notes_not_stderr(capfd
     assert [n for n in r.notes if n.startswith("TensorFlow:")] == ["TensorFlow: oneDNN says something"]
     err = capfd.readouterr().err
     assert "oneDNN says something" not in err and "a line that is not TensorFlow's" in err
+
+
+def test_choose_size_measures_a_full_step_and_sets_what_auto_means(monkeypatch):
+    from tfwb import config
+    from tfwb.tf import sizing
+
+    monkeypatch.delenv("TFWB_FAST", raising=False)
+    try:
+        slow = sizing.choose_size(budget_s=1e-6, steps=1)       # any real step is over this budget
+        assert slow.size == "small" and slow.step_s > 0 and "over the" in slow.reason
+        assert RunConfig().resolved_size == "small"
+        assert slow.estimate_s(10) == pytest.approx(10 * slow.step_s)
+        fast = sizing.choose_size(budget_s=1e6, steps=1)
+        assert fast.size == "full" and RunConfig().resolved_size == "full"
+    finally:
+        config.set_auto_size(None)
+    monkeypatch.setenv("TFWB_FAST", "1")
+    choice = sizing.choose_size()
+    assert choice.size == "small" and choice.step_s is None and "TFWB_FAST=1" in str(choice)
+    with pytest.raises(ValueError, match="budget_s"):
+        sizing.choose_size(budget_s=0)

@@ -21,7 +21,7 @@ __version__ = "0.1.0"
 __all__ = [
     "RunConfig", "RunResult", "Sample", "run", "Workbench", "register_workload",
     "load_results", "compare", "diagnose", "detect_hardware", "check", "setup_devices",
-    "observers", "expect", "compare_interleaved", "__version__",
+    "observers", "expect", "compare_interleaved", "choose_size", "__version__",
 ]
 
 _LAZY = {
@@ -30,6 +30,7 @@ _LAZY = {
     "detect_hardware": ("tfwb.hardware", "detect"),
     "setup_devices": ("tfwb.tf.devices", "setup_devices"),
     "compare_interleaved": ("tfwb.tf.interleave", "compare_interleaved"),
+    "choose_size": ("tfwb.tf.sizing", "choose_size"),
 }
 
 

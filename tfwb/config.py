@@ -39,6 +39,22 @@ def fast_mode() -> bool:
     return os.environ.get("TFWB_FAST", "") == "1"
 
 
+#: What ``size="auto"`` means in this process when ``TFWB_FAST`` is not set: ``None`` (full)
+#: until ``tfwb.choose_size()`` measures the machine and sets it (``set_auto_size``).
+_AUTO_SIZE = {"size": None}
+
+
+def set_auto_size(size: Optional[str]) -> None:
+    """Make ``size="auto"`` mean ``size`` in this process (``None``: back to full).
+
+    Raises:
+        ValueError: for a size other than ``"small"``, ``"full"`` or ``None``.
+    """
+    if size not in (None, "small", "full"):
+        raise ValueError(f"size={size!r} is not allowed; size must be 'small', 'full' or None")
+    _AUTO_SIZE["size"] = size
+
+
 def parse_clip(clip: Optional[str]) -> Optional[tuple]:
     """Split a clip spec such as ``"global_norm:1.0"`` into ``("global_norm", 1.0)``.
 
@@ -177,10 +193,13 @@ class RunConfig:
     # -- derived values -------------------------------------------------
     @property
     def resolved_size(self) -> str:
-        """``"small"`` or ``"full"``: ``size``, with ``"auto"`` resolved by ``TFWB_FAST``."""
+        """``"small"`` or ``"full"``: ``size``, with ``"auto"`` resolved: small under ``TFWB_FAST=1``,
+        else what ``tfwb.choose_size()`` measured for this machine (full until it runs)."""
         if self.size != "auto":
             return self.size
-        return "small" if fast_mode() else "full"
+        if fast_mode():
+            return "small"
+        return _AUTO_SIZE["size"] or "full"
 
     @property
     def calls(self) -> tuple:
