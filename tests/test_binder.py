@@ -326,3 +326,11 @@ def test_workbench_on_ipywidgets_7_7(widgets7_venv, tmp_path):
     assert got["chart_before_len"] == 0 and got["chart_png"] and got["chart_changed"] and got["compare_png"]
     assert got["history_ok_rows"] == 2 and got["button_enabled"]
     assert "application/vnd.jupyter.widget-view+json" in got["mimebundle"]
+
+
+def test_binder_starts_the_book_in_small_mode():
+    start = ROOT / "binder" / "start"
+    text = start.read_text()
+    assert os.access(start, os.X_OK), "binder/start must be executable"
+    assert text.startswith("#!/bin/bash") and "export TFWB_FAST=1" in text
+    assert text.rstrip().endswith('exec "$@"'), "repo2docker's start script must end with exec \"$@\""
