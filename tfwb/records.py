@@ -166,6 +166,11 @@ class RunResult:
         return sum(self.input_wait_s) / total if total > 0 and self.input_wait_s else None
 
     @property
+    def retraces(self) -> Optional[int]:
+        """TF's own tracing count of the step function (``traces``); see ``traces_after_warmup``."""
+        return self.traces
+
+    @property
     def median_wait_s(self) -> Optional[float]:
         """Median input wait per measured step (None when not recorded)."""
         return stats.median(self.input_wait_s) if self.input_wait_s else None
