@@ -152,7 +152,9 @@ def _element_shot(page, element, path: Path) -> None:
 def _rows(history) -> list:
     """The history table's rows as (index cell, row class) pairs: what must survive a failed run."""
     rows = history.locator("tbody tr")
-    return [(rows.nth(i).locator("td").first.inner_text().strip(), rows.nth(i).get_attribute("class"))
+    # text_content, not inner_text: JupyterLab skips rendering off-screen cells (content-visibility),
+    # and inner_text of an unrendered cell is empty.
+    return [((rows.nth(i).locator("td").first.text_content() or "").strip(), rows.nth(i).get_attribute("class"))
             for i in range(rows.count())]
 
 
