@@ -23,6 +23,7 @@ widget APIs present in both ipywidgets 7.7 and 8 are used.
 """
 from __future__ import annotations
 
+import abc
 import html
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -59,7 +60,7 @@ def tooltip_text(name: str, knob: Knob) -> str:
     return f"RunConfig.{name}{unit}: {knob.help}. Allowed: {knob.allowed()}."
 
 
-class KnobControl:
+class KnobControl(abc.ABC):
     """One knob's widget and the conversion between its state and a RunConfig value.
 
     Args:
@@ -83,9 +84,11 @@ class KnobControl:
         self.widget.add_class(f"tfwb-knob-{name}")
         set_tooltip(self.widget, tooltip_text(name, knob))
 
-    def _make(self, value: Any) -> W.Widget:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _make(self, value: Any) -> W.Widget:
+        """Build the widget showing ``value``."""
 
+    @abc.abstractmethod
     def read(self) -> Any:
         """The RunConfig value the control shows.
 
@@ -93,11 +96,10 @@ class KnobControl:
             ValueError: naming the field and what it allows, when the control holds
                 text that is not an allowed value.
         """
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def show(self, value: Any) -> None:
         """Put an allowed RunConfig value on the control."""
-        raise NotImplementedError
 
     def reset(self, value: Any) -> None:
         """Go back to ``value`` and forget anything remembered (a cache path)."""
