@@ -7,4 +7,17 @@ imports it only when a run uses it.
 
 - ``images``: a small CNN on PNG shards read from disk: every input knob applies.
 - ``mlp``: a deep, narrow MLP on rows in memory: many small ops per step.
+- ``text``: a small transformer classifier on generated token sequences (Tensor-Core-shaped).
 """
+from typing import Any, Mapping
+
+
+def spec_for(specs: Mapping[str, Any], size: str) -> Any:
+    """The spec of ``size`` from a workload's ``SPECS``.
+
+    Raises:
+        ValueError: naming the size and the sizes there are.
+    """
+    if size not in specs:
+        raise ValueError(f"size={size!r} is not allowed; one of {sorted(specs)}")
+    return specs[size]

@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from ...config import RunConfig
+from . import spec_for
 
 
 @dataclass(frozen=True)
@@ -49,9 +50,7 @@ def rows(size: str, seed: int = 0) -> Tuple[np.ndarray, np.ndarray]:
     Raises:
         ValueError: for an unknown size.
     """
-    if size not in SPECS:
-        raise ValueError(f"size={size!r} is not allowed; one of {sorted(SPECS)}")
-    spec = SPECS[size]
+    spec = spec_for(SPECS, size)
     rng = np.random.default_rng(seed)
     tokens = rng.integers(spec.n_classes, spec.vocab, size=(spec.n_rows, spec.seq_len), dtype=np.int32)
     labels = rng.integers(0, spec.n_classes, size=spec.n_rows, dtype=np.int32)
