@@ -163,6 +163,9 @@ class RunConfig:
                                    "devices on a machine without a GPU)", group="distribution",
                                    minimum=1, optional=True,
                                    none_means="every GPU, or 2 logical CPU devices", chapter=5)
+    workers: int = knob(2, "int", "worker processes for multi_worker: tfwb starts them on this machine "
+                        "(TF_CONFIG on loopback) unless this process already is a worker", group="distribution",
+                        minimum=1, maximum=16, chapter=5)
     seed: int = knob(0, "int", "seed for data generation, shuffling and weights", group="run", minimum=0)
     sample_interval_s: float = knob(0.2, "float", "utilization sampling period", minimum=0.05, unit="s",
                                     chapter=0)
