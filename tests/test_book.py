@@ -165,6 +165,21 @@ def no_subprocess(monkeypatch):
     return calls
 
 
+TPU_VARIABLES = ("TPU_ACCELERATOR_TYPE", "TPU_NAME", "COLAB_TPU_1VM", "COLAB_TPU_ADDR")
+
+
+@pytest.fixture(autouse=True)
+def no_tpu(monkeypatch):
+    """This machine looks like no TPU runtime to the cell, whatever it really is."""
+    import glob
+
+    for name in TPU_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    real_glob = glob.glob
+    monkeypatch.setattr(glob, "glob", lambda pattern, *a, **kw: [] if pattern.startswith("/dev/accel")
+                        else real_glob(pattern, *a, **kw))
+
+
 @pytest.fixture
 def fake_colab(monkeypatch):
     """A stand-in ``google.colab`` whose ``output.enable_custom_widget_manager`` records calls."""
@@ -220,6 +235,50 @@ def test_install_cell_on_colab_without_tfwb_pip_installs_it_from_the_repo(monkey
     assert cmd[:4] == [sys.executable, "-m", "pip", "install"]
     assert f"git+https://github.com/{book.REPO_SLUG}@{book.BRANCH}" in cmd[-1]
     assert cmd[-1].startswith("tfwb")
+    assert not any("tensorflow" in part for part in cmd)      # Colab's own TensorFlow is kept
+
+
+def _missing(monkeypatch, *names):
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in names else real_find_spec(name, *a))
+
+
+@pytest.mark.parametrize("how", ["TPU_ACCELERATOR_TYPE", "/dev/accel0"])
+def test_install_cell_on_a_colab_tpu_runtime_installs_a_tpu_tensorflow_first(monkeypatch, fake_colab, how):
+    import glob
+
+    if how.startswith("/dev/"):
+        monkeypatch.setattr(glob, "glob", lambda pattern, *a, **kw: [how] if pattern.startswith("/dev/accel") else [])
+    else:
+        monkeypatch.setenv(how, "v2-8")
+    calls = []
+    monkeypatch.setattr(subprocess, "check_call", lambda args, **kw: calls.append(list(args)))
+    _missing(monkeypatch, "tfwb", "tensorflow")                # what Colab's TPU images ship
+    ns: dict = {}
+    exec(compile(_install_cell(), "<install cell>", "exec"), ns)
+    assert ns["ON_TPU"] is True and len(calls) == 2, calls
+    tpu_tf, tfwb_pkg = calls
+    assert tpu_tf[:5] == [sys.executable, "-m", "pip", "install", "-q"] and "tensorflow-tpu" in tpu_tf
+    assert tpu_tf[tpu_tf.index("-f") + 1] == book.TPU_TF_INDEX
+    assert tfwb_pkg[-1].startswith("tfwb") and "tensorflow" not in tfwb_pkg[-1]
+
+
+def test_install_cell_on_a_tpu_runtime_keeps_a_tensorflow_already_there(monkeypatch, fake_colab):
+    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v5e-1")
+    calls = []
+    monkeypatch.setattr(subprocess, "check_call", lambda args, **kw: calls.append(list(args)))
+    _missing(monkeypatch, "tfwb")
+    exec(compile(_install_cell(), "<install cell>", "exec"), {})
+    assert len(calls) == 1 and not any("tensorflow-tpu" in part for part in calls[0])
+
+
+def test_install_cell_outside_colab_ignores_tpu_signs(monkeypatch, no_subprocess):
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v2-8")
+    ns: dict = {}
+    exec(compile(_install_cell(), "<install cell>", "exec"), ns)
+    assert ns["ON_TPU"] is False and no_subprocess == []
 
 
 # -- the README's test command is what CI runs ------------------------------------------

@@ -60,14 +60,29 @@ def badge_markdown(path: str, slug: str = REPO_SLUG) -> str:
             f"[![Binder](https://mybinder.org/badge_logo.svg)]({binder_url(path, slug)})")
 
 
+#: Where TensorFlow's TPU builds find ``libtpu`` (PyPI's ``tensorflow`` cannot drive a TPU).
+TPU_TF_INDEX = "https://storage.googleapis.com/libtpu-tf-releases/index.html"
+
+
 def install_source(slug: str = REPO_SLUG) -> str:
-    """The first code cell: installs tfwb on Colab only; does nothing anywhere else."""
+    """The first code cell: installs tfwb on Colab only; does nothing anywhere else.
+
+    On a Colab TPU runtime (a TPU VM: ``/dev/accel*`` or a ``TPU_*`` / ``COLAB_TPU_*``
+    variable), which ships without TensorFlow, it first installs ``tensorflow-tpu`` from
+    TensorFlow's libtpu index, so that ``strategy="tpu"`` works. It never replaces a
+    TensorFlow that is already installed.
+    """
     return f'''{INSTALL_MARKER} (does nothing elsewhere)
-import sys, subprocess, importlib.util
+import sys, os, glob, subprocess, importlib.util
 IN_COLAB = "google.colab" in sys.modules
+ON_TPU = IN_COLAB and (bool(glob.glob("/dev/accel*")) or any(
+    os.environ.get(k) for k in ("TPU_ACCELERATOR_TYPE", "TPU_NAME", "COLAB_TPU_1VM", "COLAB_TPU_ADDR")))
+if ON_TPU and importlib.util.find_spec("tensorflow") is None:    # Colab's TPU runtimes ship without it
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "tensorflow-tpu",
+                           "-f", "{TPU_TF_INDEX}"])
 if IN_COLAB and importlib.util.find_spec("tfwb") is None:
     subprocess.check_call([sys.executable, "-m", "pip", "install", "-q",
-                           "tfwb[gpu] @ git+https://github.com/{slug}@{BRANCH}"])
+                           "tfwb[gpu,profile] @ git+https://github.com/{slug}@{BRANCH}"])
 if IN_COLAB:
     import ipywidgets
     if int(ipywidgets.__version__.split(".")[0]) >= 8:
