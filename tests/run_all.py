@@ -1,4 +1,5 @@
-"""Run every test: package tests, every notebook under nbval, and the browser test.
+"""Run every test: package tests and every notebook under nbval (one pytest run over all
+cores), then the browser test.
 
 This is the README's test command (``.ci/run`` calls it). It installs Debian's
 ``chromium`` when it is missing and this process may use apt (root), so the browser
@@ -43,6 +44,17 @@ def stage(name: str, args: list) -> int:
     return rc
 
 
+def workers() -> list:
+    """pytest-xdist options: one worker per core (at most 4), whole files per worker.
+
+    ``loadfile`` keeps a notebook's cells in one worker (one kernel, in order) and a test
+    module's tests together. Two workers on a 2-core machine overlap one test's Python,
+    disk and pip time with another's TensorFlow compute.
+    """
+    n = max(1, min(4, os.cpu_count() or 1))
+    return ["-n", str(n), "--dist", "loadfile"] if n > 1 else []
+
+
 def main(argv: list) -> int:
     skip_ui = "--skip-ui" in argv
     skip_slow = "--skip-slow" in argv
@@ -50,11 +62,13 @@ def main(argv: list) -> int:
     os.environ.setdefault("TFWB_FAST", "1")
     py = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider"]
     marks = "not ui" + (" and not slow" if skip_slow else "")
+    # One pytest run for the package tests and every chapter (nbval), spread over the cores.
     rcs = [
-        stage("package tests", py + ["-q", "-m", marks, "--doctest-modules",
-                                     "tfwb/stats.py", "tfwb/expect.py", "tfwb/config.py", "tests"] + extra),
-        stage("notebooks (nbval)", py + ["-q", "--nbval-lax", "--nbval-current-env",
-                                         "--nbval-cell-timeout=900", "notebooks"] + extra),
+        stage("package tests and notebooks (nbval)",
+              py + ["-q", "-m", marks] + workers()
+              + ["--doctest-modules", "--nbval-lax", "--nbval-current-env", "--nbval-cell-timeout=900",
+                 "--ignore=tests/ui", "tfwb/stats.py", "tfwb/expect.py", "tfwb/config.py", "tests",
+                 "notebooks"] + extra),
     ]
     if not skip_ui:
         ensure_chromium()
