@@ -66,7 +66,8 @@ def main(argv: list) -> int:
     rcs = [
         stage("package tests and notebooks (nbval)",
               py + ["-q", "-m", marks] + workers()
-              + ["--doctest-modules", "--nbval-lax", "--nbval-current-env", "--nbval-cell-timeout=900",
+              # importlib: tests/conftest.py and notebooks/conftest.py share a basename
+              + ["--import-mode=importlib", "--doctest-modules", "--nbval-lax", "--nbval-current-env", "--nbval-cell-timeout=900",
                  "--ignore=tests/ui", "tfwb/stats.py", "tfwb/expect.py", "tfwb/config.py", "tests",
                  "notebooks"] + extra),
     ]
