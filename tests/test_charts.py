@@ -251,3 +251,79 @@ def test_a_run_that_failed_mid_way_shows_its_steps_and_says_it_failed():
 
 def test_charts_use_the_one_failure_colour():
     assert charts.FAILED_COLOR is report.FAILED_COLOR
+
+
+# -- convergence charts (chapter 04) ------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class FakeSweep:
+    label: str
+    rates: tuple
+    final_losses: tuple
+    first_loss: float = 2.0
+    steps: int = 100
+    tail: int = 10
+
+    @property
+    def best_rate(self):
+        kept = [(v, r) for r, v in zip(self.rates, self.final_losses) if v is not None]
+        return min(kept)[1] if kept else None
+
+    @property
+    def best_loss(self):
+        kept = [v for v in self.final_losses if v is not None]
+        return min(kept) if kept else None
+
+
+def test_lr_sweep_has_a_log_rate_axis_rings_the_best_rate_and_marks_divergence_on_the_top_edge():
+    sgd = FakeSweep("sgd", (0.01, 0.1, 1.0, 10.0), (1.9, 1.2, 5.0, None))
+    adam = FakeSweep("adam", (0.001, 0.01), (0.8, 1.0))
+    ax = Figure().subplots()
+    charts.draw_lr_sweep(ax, [sgd, adam])
+    assert ax.get_xscale() == "log" and ax.get_ylim() == (0, pytest.approx(3.0))   # 1.5 x the start
+    assert legend_labels(ax) == ["sgd (best 0.1)", "adam (best 0.001)", "loss at the start"]
+    points = {tuple(line.get_xydata()[0]) + (line.get_marker(),) for line in ax.lines if len(line.get_xydata()) == 1}
+    assert (10.0, 3.0, "x") in points                  # diverged: on the top edge
+    assert (1.0, 3.0, "^") in points                   # 5.0 is above the axis: on the edge
+    assert (0.1, 1.2, "o") in points and (0.001, 0.8, "o") in points      # the rings
+    assert "100 steps" in ax.get_ylabel() and "last 10" in ax.get_ylabel()
+    assert charts.lr_sweep_png([sgd]).startswith(PNG)
+    empty = Figure().subplots()
+    charts.draw_lr_sweep(empty, [])
+    assert not empty.axison and texts(empty) == ["no sweeps to draw"]
+
+
+def curve_result(label, losses, norms=(), status="ok", clip=None, extras=None):
+    cfg = RunConfig(label=label, clip=clip, grad_norms=bool(norms), warmup_steps=1)
+    return RunResult(config=cfg, status=status, warmup_losses=losses[:1], losses=losses[1:],
+                     grad_norms=norms, step_times_s=[0.01] * (len(losses) - 1), extras=extras or {})
+
+
+def test_grad_norm_curves_go_logarithmic_show_the_clip_and_mark_where_a_run_diverged():
+    blown = curve_result("no clip", [2.0, 50.0, 1e6, float("nan")], norms=(10.0, 1e3, 1e7, float("nan")),
+                         status="diverged")
+    clipped = curve_result("clipped", [2.0, 1.5, 1.0, 0.8], norms=(10.0, 8.0, 5.0, 3.0), clip="global_norm:1.0")
+    ax = Figure().subplots()
+    charts.draw_curves(ax, [blown, clipped], "grad_norm")
+    assert ax.get_yscale() == "log" and ax.get_xlabel() == "training step"
+    assert list(ax.lines[0].get_xdata()) == [1, 2, 3]          # NaN left out; steps from 1
+    assert "NaN next" in texts(ax) and "clip threshold 1" in texts(ax)
+    assert legend_labels(ax) == ["no clip", "clipped"]
+    lin = Figure().subplots()
+    charts.draw_curves(lin, [clipped], "loss")
+    assert lin.get_yscale() == "linear" and list(lin.lines[0].get_ydata()) == [2.0, 1.5, 1.0, 0.8]
+    none = Figure().subplots()
+    charts.draw_curves(none, [curve_result("x", [1.0, 0.5])], "grad_norm")
+    assert not none.axison and "grad_norms=True" in texts(none)[0]
+    with pytest.raises(ValueError, match="quantity='speed'"):
+        charts.draw_curves(Figure().subplots(), [clipped], "speed")
+    assert charts.curves_png([blown, clipped]).startswith(PNG)
+
+
+def test_held_out_curves_draw_the_training_set_dashed_and_the_held_out_set_solid():
+    r = curve_result("adamw", [2.0, 1.0], extras={"held_out": {"steps": [0, 10, 20], "train_loss": [2.0, 0.5, 0.1],
+                                                                "held_out_loss": [2.0, 2.5, 3.0]}})
+    ax = Figure().subplots()
+    charts.draw_curves(ax, [r], "held_out")
+    assert legend_labels(ax) == ["adamw: training set", "adamw: held out"]
+    assert [line.get_linestyle() for line in ax.lines] == ["--", "-"]
+    assert list(ax.lines[1].get_ydata()) == [2.0, 2.5, 3.0]

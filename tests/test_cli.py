@@ -89,7 +89,7 @@ def test_run_help_lists_every_knob_with_help_default_and_allowed(capsys):
 def test_run_options_are_exactly_the_knobs_plus_runs_own():
     run = build_parser().commands["run"]
     dests = {a.dest for a in run._actions} - {"help"}
-    assert dests == set(KNOBS) | {"history", "json", "progress"}
+    assert dests == set(KNOBS) | {"history", "json", "progress", "logdir"}
 
 
 def test_every_default_written_back_parses_to_itself():
@@ -325,6 +325,68 @@ def test_help_and_bad_options_need_no_tensorflow():
               "print('TF', 'tensorflow' in sys.modules, file=sys.stderr)")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert "TF False" in proc.stderr, proc.stderr
+
+
+# -- worker: one process of a TF_CONFIG cluster -------------------------------------------------
+GOOD_TF_CONFIG = {"cluster": {"worker": ["localhost:PORT", "localhost:1"]}, "task": {"type": "worker", "index": 0}}
+
+
+def test_worker_options_are_the_knobs_plus_its_own():
+    worker = build_parser().commands["worker"]
+    dests = {a.dest for a in worker._actions} - {"help"}
+    assert dests == set(KNOBS) | {"config", "result", "history", "json", "report", "workload_spec"}
+
+
+@pytest.mark.parametrize("tf_config, status, says", [
+    (None, 2, "TF_CONFIG is not set"),
+    ("{oops", 2, "TF_CONFIG is malformed: not JSON"),
+    ('{"cluster": {"worker": ["localhost:1"]}, "task": {"type": "worker", "index": 3}}', 2, "task index 3 is outside"),
+    ("taken", 3, "is already in use on this machine"),
+])
+def test_worker_refuses_a_bad_tf_config_or_taken_port_before_tensorflow(monkeypatch, capsys, tf_config, status, says):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        if tf_config == "taken":
+            tf_config = json.dumps(GOOD_TF_CONFIG).replace("PORT", str(s.getsockname()[1]))
+        if tf_config is None:
+            monkeypatch.delenv("TF_CONFIG", raising=False)
+        else:
+            monkeypatch.setenv("TF_CONFIG", tf_config)
+        assert main(["worker", "--report"]) == status
+    out, err = capsys.readouterr()
+    assert err.startswith("python -m tfwb worker: error: ") and says in flat(err), err
+    event = json.loads(out.split("@tfwb ", 1)[1])            # the local cluster's report line
+    assert event["event"] == "error" and says in event["message"]
+
+
+def test_worker_errors_need_no_tensorflow():
+    script = ("import os, sys, tfwb.__main__ as m\n"
+              "os.environ['TF_CONFIG'] = '{bad'\n"
+              "print('STATUS', m.main(['worker']), 'TF', 'tensorflow' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert "STATUS 2 TF False" in proc.stdout, proc.stderr
+
+
+def test_worker_unknown_option_points_at_worker_help(capsys):
+    code, err = exit_code_and_err(capsys, ["worker", "--wokers", "2"])
+    assert code == 2 and "did you mean --workers?" in err and "python -m tfwb worker --help" in err
+
+
+@pytest.mark.tf
+def test_worker_runs_multi_worker_only(monkeypatch, capsys, tmp_path):
+    port = __import__("tfwb.tfconfig").tfconfig.free_ports(1)[0]
+    monkeypatch.setenv("TF_CONFIG", json.dumps(GOOD_TF_CONFIG).replace("PORT", str(port)))
+    assert main(["worker", "--strategy", "mirrored"]) == 2
+    assert "strategy='mirrored' is not allowed for a worker" in flat(capsys.readouterr().err)
+    config = tmp_path / "cfg.json"
+    config.write_text("[1]")
+    assert main(["worker", "--config", str(config)]) == 2
+    assert "a JSON object of RunConfig fields is needed" in flat(capsys.readouterr().err)
+    assert main(["worker", "--config", str(tmp_path / "missing.json")]) == 2
+    assert "No such file" in capsys.readouterr().err
 
 
 # -- a real run -----------------------------------------------------------------------------

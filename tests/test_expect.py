@@ -27,13 +27,13 @@ X = None  # no fixed expectation on that machine
 # The book's expectations, knob x machine (columns in MACHINES order), for a step that is
 # compute-bound (bound unknown) unless the row names a bound.
 MATRIX = {
-    ("mixed_precision", "mixed_float16", None): (SLOWER, SLOWER, X, FASTER, FASTER, FASTER, NOT_FASTER),
+    ("mixed_precision", "mixed_float16", None): (SLOWER, SLOWER, X, FASTER, FASTER, FASTER, X),
     ("mixed_precision", "mixed_bfloat16", None): (SLOWER, NOT_SLOWER, NOT_SLOWER, NOT_FASTER, FASTER,
                                                   FASTER, NOT_SLOWER),
     ("mixed_precision", "mixed_float16", "input"): (NOT_FASTER, NOT_FASTER, X, NOT_SLOWER, NOT_SLOWER,
-                                                    NOT_SLOWER, NOT_FASTER),
+                                                    NOT_SLOWER, X),
     ("mixed_precision", "mixed_float16", "overhead"): (SLOWER, SLOWER, X, NOT_FASTER, NOT_FASTER,
-                                                       NOT_FASTER, NOT_FASTER),
+                                                       NOT_FASTER, X),
     ("jit_compile", True, None): (NOT_FASTER,) * 3 + (NOT_SLOWER,) * 3 + (SAME,),
     ("jit_compile", True, "overhead"): (NOT_FASTER,) * 3 + (FASTER,) * 3 + (SAME,),
     ("steps_per_execution", 8, None): (NOT_SLOWER,) * 6 + (FASTER,),
@@ -67,9 +67,10 @@ MIXED_FLOAT16 = {
         "AVX-512, oneDNN runs no float16 at all: TF falls back to generic Eigen kernels, often many "
         "times slower).",
     "cpu-2core-avx512-bf16":
-        "Expecting: mixed_precision='mixed_float16' on this CPU (2 cores, AVX-512, BF16): slower (this "
-        "CPU has no float16 arithmetic (no AVX-512 FP16): oneDNN computes in float32 and converts, so "
-        "the policy's casts are pure cost).",
+        "Expecting: mixed_precision='mixed_float16' on this CPU (2 cores, AVX-512, BF16): slower (oneDNN "
+        "runs no float16 on this CPU (that takes AVX-512 FP16, AMX-FP16 or AVX-NE-CONVERT, which it "
+        "lacks): TF falls back to generic Eigen kernels, often many times slower, and the policy's casts "
+        "cost time on top).",
     "cpu-2core-avx512-amx":
         "Expecting: mixed_precision='mixed_float16' on this CPU (2 cores, AVX-512, BF16, FP16, AMX): no "
         "fixed direction (this CPU has float16 arithmetic that TF's CPU kernels can use, but whether it "
@@ -89,8 +90,9 @@ MIXED_FLOAT16 = {
         "several times faster than float32 and halve activation memory, on a step busy with them "
         "(float32 matmuls already use TF32 Tensor Cores here, so the gain is smaller than on a T4)).",
     "tpu-vm":
-        "Expecting: mixed_precision='mixed_float16' on a TPU: not faster (TPUs have bfloat16 matrix "
-        "units, not float16 ones: use mixed_bfloat16 on a TPU).",
+        "Expecting: mixed_precision='mixed_float16' on a TPU: no fixed direction (TPUs have no float16 "
+        "arithmetic (their matrix units compute in bfloat16): tfwb refuses this policy with "
+        "strategy='tpu' before any work; use mixed_bfloat16 on a TPU).",
 }
 
 
@@ -104,7 +106,7 @@ def test_the_mixed_float16_sentence_each_machine_prints(machine):
     ("cpu-2core-avx512-bf16", [1.6] * 9, "agreed"),      # FACTS: 1.6x slower
     ("colab-t4", [0.6] * 9, "agreed"),                   # Tensor Cores
     ("h100", [0.5] * 9, "agreed"),
-    ("tpu-vm", [1.0] * 9, "agreed"),                     # not faster: the same speed agrees
+    ("tpu-vm", [1.0] * 9, "cannot tell"),                # refused before any work: nothing to expect
     ("cpu-2core-avx512-amx", [1.6] * 9, "cannot tell"),  # no fixed expectation: never "did NOT agree"
 ])
 def test_each_machine_agrees_with_what_it_should_measure(machine, measured_s, verdict):
@@ -336,7 +338,7 @@ def test_table_lists_every_machine_and_change():
         assert f"## {name}: " in text and f" {name} |" in text
     for label, *_ in expect.TABLE_CHANGES:
         assert text.count(f"- {label}: ") == len(MACHINES)
-    assert "| mixed_precision='mixed_float16' | slower | slower | - | faster | faster | faster | not faster |" in text
+    assert "| mixed_precision='mixed_float16' | slower | slower | - | faster | faster | faster | - |" in text
 
 
 def test_the_committed_table_is_up_to_date():
@@ -356,3 +358,57 @@ def test_cpus_with_unknown_or_arm_flags(flags, half, bf16):
     b = expected_for(hw, "mixed_precision", "mixed_bfloat16")
     assert (h.direction, b.direction) == (half, bf16)
     assert "AVX-512" not in h.why and "AVX-512 BF16 or AMX" not in b.why
+
+
+# -- chapter 03: which CPUs oneDNN runs float16 on, and memory per policy -------------------------------
+@pytest.mark.parametrize("flags, half", [
+    (("avx2", "avx512f", "avx512bw", "avx512_bf16"), SLOWER),          # AVX-512 alone: no float16 in oneDNN
+    (("avx2", "avx512f", "avx512bw", "avx512_fp16"), None),             # Sapphire Rapids: oneDNN float16
+    (("avx2", "avx512f", "avx512bw", "amx_fp16"), None),                # AMX-FP16 (Granite Rapids)
+    (("avx2", "avx_ne_convert"), None),                                 # AVX-NE-CONVERT without AVX-512
+])
+def test_onednn_float16_needs_fp16_instructions_not_just_avx512(flags, half):
+    e = expected_for({"gpus": [], "cpu_flags": flags, "cpu_count": 2}, "mixed_precision", "mixed_float16")
+    assert e.direction == half, e.text()
+    if half == SLOWER:
+        assert "oneDNN runs no float16 on this CPU" in e.why and "Eigen" in e.why
+
+
+def test_float16_on_a_tpu_is_refused_not_expected_slower():
+    e = expected_for(DESCRIBED["tpu-vm"], "mixed_precision", "mixed_float16", RunConfig(strategy="tpu"))
+    assert e.direction is None and "refuses this policy with strategy='tpu' before any work" in e.why
+
+
+@pytest.mark.parametrize("machine, measure, expected", [
+    ("colab-t4", "peak", "at most 1x"), ("h100", "batch", "at least 1x"),
+    ("binder-2core-avx2", "peak", "no fixed expectation"),
+    ("cpu-2core-avx512-bf16", "batch", "no fixed expectation"),
+    ("tpu-vm", "peak", "at most 1x"), ("tpu-vm", "batch", "no fixed expectation"),   # searched on GPUs only
+])
+def test_precision_memory_expectation_per_machine(machine, measure, expected):
+    e = expect.precision_memory(DESCRIBED[machine], "mixed_bfloat16", measure=measure)
+    assert e.expected == expected
+    assert e.claim.startswith(f"mixed_bfloat16's {'peak memory' if measure == 'peak' else 'largest batch'} "
+                              "over float32's, on ")
+
+
+def test_precision_memory_checks_and_cannot_tell():
+    t4 = expect.precision_memory(DESCRIBED["colab-t4"], "mixed_float16")
+    assert t4.check(0.6).agreed is True and t4.check(1.2).agreed is False
+    assert str(t4).startswith("Expecting: mixed_float16's peak memory over float32's, on Tesla T4")
+    cpu = expect.precision_memory(DESCRIBED["binder-2core-avx2"], "mixed_float16", measure="batch")
+    c = cpu.check(None)
+    assert c.agreed is None and c.result == "cannot tell" and c.measured == "nothing measured"
+    assert "searches batches on a GPU only" in str(c)
+    assert cpu.check(1.3).measured == "1.30x" and cpu.check(1.3).agreed is None
+    on_tpu = expect.precision_memory(DESCRIBED["tpu-vm"], "mixed_bfloat16", RunConfig(strategy="tpu"))
+    assert on_tpu.expected == "at most 1x"
+    refused = expect.precision_memory(DESCRIBED["tpu-vm"], "mixed_float16", RunConfig(strategy="tpu"))
+    assert refused.expected == "no fixed expectation" and "fails before any work" in refused.why
+
+
+@pytest.mark.parametrize("value, measure, match", [("off", "peak", "mixed_precision='off'"),
+                                                    ("mixed_float16", "rss", "measure='rss'")])
+def test_precision_memory_rejects_bad_input(value, measure, match):
+    with pytest.raises(ValueError, match=match):
+        expect.precision_memory(DESCRIBED["h100"], value, measure=measure)

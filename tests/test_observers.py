@@ -68,8 +68,29 @@ def test_stop_at_loss_ignores_warm_up_and_stops_at_the_first_measured_step_at_ta
         if s.stop_reason:
             break
     assert step == 2                       # warm-up's 0.1 did not count
-    assert s.extras["target_reached"] == {"step": 2, "time_s": 1.5, "loss": 0.9}
+    assert s.extras["target_reached"] == {"step": 2, "time_s": 1.5, "loss": 0.9, "warmup_steps": 1}
     assert "reached the target 1" in s.stop_reason
+
+
+def test_stop_at_loss_with_a_window_waits_for_the_mean_of_the_last_measured_losses():
+    s, stop = state(total=9, warmup=1), StopAtLoss(1.0, window=3)
+    for step, loss in enumerate([0.0, 0.5, 0.5, 3.0, 0.9, 0.9, 0.9, 0.1]):
+        _log_step(s, loss, float(step))
+        stop.on_step_end(s, step)
+        if s.stop_reason:
+            break
+    # one lucky 0.5 (and the warm-up's 0.0) do not stop it; the mean of (3.0, 0.9, 0.9) is 1.6,
+    # of (0.9, 0.9, 0.9) 0.9: it stops at measured step 6
+    assert step == 6
+    hit = s.extras["target_reached"]
+    assert hit["step"] == 6 and hit["loss"] == pytest.approx(0.9) and hit["time_s"] == pytest.approx(5.5)
+    assert "mean loss of the last 3 steps" in s.stop_reason
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "3"])
+def test_stop_at_loss_refuses_a_window_that_is_not_a_positive_integer(bad):
+    with pytest.raises(ValueError, match="window"):
+        StopAtLoss(1.0, window=bad)
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), "1", True])
@@ -123,6 +144,26 @@ def test_a_run_stops_at_the_target_loss_and_says_when(tiny_workload):
     r = run(tiny_workload, observers=[StopAtLoss(10.0)])      # any finite loss is below 10
     assert r.status == "ok" and len(r.step_times_s) == 1
     assert r.extras["target_reached"]["step"] == 1 and "target" in r.stop_reason
+
+
+@pytest.mark.tf
+def test_observers_see_the_model_being_trained(tiny_workload):
+    import keras
+
+    from tfwb.tf.train import run
+
+    class Watch(Observer):
+        def on_run_start(self, run):
+            self.start = [v.numpy().copy() for v in run.model.trainable_variables]
+
+        def on_run_end(self, run):
+            self.end = [v.numpy() for v in run.model.trainable_variables]
+            self.model = run.model
+
+    w = Watch()
+    r = run(tiny_workload.replace(steps=3), observers=[w])
+    assert r.ok and isinstance(w.model, keras.Model)
+    assert any(not np.allclose(a, b) for a, b in zip(w.start, w.end))     # the weights it trained
 
 
 @pytest.mark.tf

@@ -166,6 +166,10 @@ def test_fingerprint(timed_run):
     assert fp["keras"] == keras.__version__
     assert fp["config"] == r.config.to_dict()
     assert fp["replicas"] == 1
+    assert r.replicas == 1 and r.per_replica_batch == r.config.batch_size    # the default strategy: one replica
+    assert r.extras["distribution"] == {"strategy": "default", "replicas": 1, "workers": 1,
+                                        "global_batch": r.config.batch_size,
+                                        "per_replica_batch": r.config.batch_size, "auto_shard_policy": None}
     assert fp["size"] == r.config.resolved_size     # "auto" is recorded resolved
     assert any("CPU" in d for d in fp["logical_devices"])
     assert fp["gpus"] == [] or all("compute_capability" in g for g in fp["gpus"])
@@ -325,9 +329,13 @@ def test_mirrored_after_tf_started_fails_before_any_work_saying_what_to_do():
 def test_mirrored_runs_on_two_replicas():
     r = train.run(small(strategy="mirrored", steps=3, warmup_steps=1))
     assert r.status == "ok", r.error
-    assert r.fingerprint["replicas"] == 2
+    assert r.fingerprint["replicas"] == 2 and r.replicas == 2
+    assert r.per_replica_batch == r.config.batch_size // 2       # batch_size is the global batch
     assert len(r.step_times_s) == 3 and all(math.isfinite(v) for v in r.losses)
     assert any("distributed dataset" in n for n in r.notes)
+    assert any(f"global batch {r.config.batch_size} = 2 replica(s) x {r.config.batch_size // 2}" in n
+               for n in r.notes)
+    assert RunResult.from_json(r.to_json()).replicas == 2
 
 
 def test_mirrored_batch_must_divide_among_replicas():
@@ -546,6 +554,31 @@ def test_grad_norms_are_recorded_unscaled_under_float16():
     assert half.loss_scales[0] > 1000                       # Keras' dynamic loss scale starts at 2**15
     np.testing.assert_allclose(half.grad_norms[0], plain.grad_norms[0], rtol=0.05)   # unscaled: same norm
     assert train.run(tiny(steps=2)).grad_norms == ()                                 # off by default
+
+
+@pytest.mark.parametrize("clip", ["global_norm:0.05", "norm:0.05"])
+def test_clipping_under_float16_acts_on_the_unscaled_gradients(clip):
+    """One SGD step (rate 1) with a clip far below the raw gradient: the weights move by the clip,
+    as in float32. Clipping the scaled gradients (x 2**15) would move them 2**15 times less."""
+    def update_and_norm(cfg):
+        with train.prepared(cfg) as p:
+            before = [v.numpy() for v in p.model.trainable_variables]
+            out = p.advance()
+            deltas = [b - v.numpy() for b, v in zip(before, p.model.trainable_variables)]
+            return deltas, float(out["grad_norm"]), float(out["loss_scale"])
+
+    cfg = tiny(optimizer="sgd", learning_rate=1.0, clip=clip, grad_norms=True)
+    plain, plain_norm, one = update_and_norm(cfg)
+    half, half_norm, scale = update_and_norm(cfg.replace(mixed_precision="mixed_float16"))
+    assert one == 1.0 and scale > 1000 and plain_norm > 0.5            # far above the clip: it clips
+    np.testing.assert_allclose(half_norm, plain_norm, rtol=0.05)       # the norm is unscaled
+    for a, b in zip(half, plain):
+        np.testing.assert_allclose(a, b, rtol=0.05, atol=2e-4)          # the same clipped step
+    size = math.sqrt(sum(float(np.sum(d * d)) for d in half))
+    if clip.startswith("global_norm"):
+        assert size == pytest.approx(0.05, rel=0.02)                    # exactly the clip, not clip / scale
+    else:
+        assert all(np.linalg.norm(d) <= 0.05 * 1.02 for d in half) and size > 0.05
 
 
 def test_a_run_whose_loss_becomes_nan_is_recorded_as_diverged_and_the_next_run_is_clean():

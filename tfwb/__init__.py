@@ -14,6 +14,7 @@ from .diagnosis import diagnose  # the function; its module is tfwb.diagnosis
 from .expect import check
 from .records import RunResult, Sample, load_results
 from .stats import compare
+from .sweep import sweep  # the function; its module is tfwb.sweep (from tfwb.sweep import SweepResult)
 from .workloads import register_workload
 
 __version__ = "0.1.0"
@@ -21,7 +22,7 @@ __version__ = "0.1.0"
 __all__ = [
     "RunConfig", "RunResult", "Sample", "run", "Workbench", "register_workload",
     "load_results", "compare", "diagnose", "detect_hardware", "check", "setup_devices",
-    "observers", "expect", "compare_interleaved", "choose_size", "__version__",
+    "observers", "expect", "compare_interleaved", "choose_size", "profile", "sweep", "__version__",
 ]
 
 _LAZY = {
@@ -31,6 +32,7 @@ _LAZY = {
     "setup_devices": ("tfwb.tf.devices", "setup_devices"),
     "compare_interleaved": ("tfwb.tf.interleave", "compare_interleaved"),
     "choose_size": ("tfwb.tf.sizing", "choose_size"),
+    "profile": ("tfwb.tf.profile", "profile"),
 }
 
 

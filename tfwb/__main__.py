@@ -1,9 +1,11 @@
 """Command line: run one configuration, list the knobs, describe the machine, print a history.
 
     python -m tfwb run --batch-size 32 --prefetch --cache memory --history runs/cli.jsonl
+    python -m tfwb run --prefetch --logdir logs      # + TensorBoard scalars in logs/<workload>
     python -m tfwb knobs [--markdown]
     python -m tfwb hardware [--verbose]
     python -m tfwb report runs/cli.jsonl
+    TF_CONFIG='{"cluster": ...}' python -m tfwb worker --batch-size 64   # one worker of a cluster
 
 Every knob of ``tfwb.config.KNOBS`` is an option of ``run``, derived from its
 declaration (no option is written by hand): ``--field-name VALUE``, parsed by
@@ -31,7 +33,8 @@ from .knobs import GROUPS, Knob
 
 PROG = "python -m tfwb"
 Runner = Callable[..., Any]                      # runner(cfg, progress=cb) -> RunResult
-RUN_OPTIONS = ("history", "json", "progress")   # run's own options, beside the knobs
+RUN_OPTIONS = ("history", "json", "progress", "logdir")   # run's own options, beside the knobs
+WORKER_OPTIONS = ("config", "result", "history", "json")  # worker's own options, beside the knobs
 
 
 # -- console text ----------------------------------------------------------------------
@@ -191,20 +194,46 @@ class Progress:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
                                      formatter_class=HelpFormatter, allow_abbrev=False)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{run,knobs,hardware,report}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{run,worker,sweep,knobs,hardware,report}")
 
     run = sub.add_parser(
         "run", help="run one configuration and print its summary", formatter_class=HelpFormatter,
-        allow_abbrev=False, usage=f"{PROG} run [--KNOB VALUE ...] [--history PATH] [--json] [--progress]",
+        allow_abbrev=False,
+        usage=f"{PROG} run [--KNOB VALUE ...] [--history PATH] [--logdir DIR] [--json] [--progress]",
         description="Run one configuration and print its one-line summary (exit 0 when it ran, "
                     "1 when it failed, 2 for a bad option). Every knob below is a RunConfig field; "
                     "leave one out for its default. Write none for an optional knob's None.")
     run.add_argument("--history", metavar="PATH",
                      help="append the result to this JSON-lines file (its folder is created)")
+    run.add_argument("--logdir", metavar="DIR",
+                     help="write TensorBoard scalars (step time, input wait, loss, utilization) under "
+                          "DIR/<label or workload>; open with: tensorboard --logdir DIR")
     run.add_argument("--json", action="store_true", help="print the whole result as JSON")
     run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                      help="show the step counter on stderr (default: only when stderr is a terminal)")
     add_knob_options(run)
+
+    worker = sub.add_parser(
+        "worker", help="run one configuration as one worker of a TF_CONFIG cluster (multi_worker)",
+        formatter_class=HelpFormatter, allow_abbrev=False,
+        usage=f"TF_CONFIG=JSON {PROG} worker [--KNOB VALUE ...] [--config PATH] [--result PATH] "
+              "[--history PATH] [--json]",
+        description="Run this process's part of a multi-worker cluster: TF_CONFIG (from the environment) "
+                    "says where every worker listens and which one this is; start the same command, with "
+                    "the same knobs, on every machine of the cluster. The strategy is multi_worker "
+                    "(parameter_server when TF_CONFIG has a ps job: the chief trains, workers and ps serve). "
+                    "Exit 0 when the run succeeded, 1 when it failed, 2 for a bad option or TF_CONFIG, "
+                    "3 when this worker's port is taken. tfwb.run(strategy='multi_worker') starts such "
+                    "workers on this machine by itself.")
+    worker.add_argument("--config", metavar="PATH",
+                        help="a RunConfig as a JSON object (a file, or - for stdin); knob options override it")
+    worker.add_argument("--result", metavar="PATH", help="write the whole result as JSON to this file")
+    worker.add_argument("--history", metavar="PATH",
+                        help="append the result to this JSON-lines file (its folder is created)")
+    worker.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    worker.add_argument("--report", action="store_true", help=argparse.SUPPRESS)       # for the local cluster
+    worker.add_argument("--workload-spec", metavar="JSON", help=argparse.SUPPRESS)     # likewise
+    add_knob_options(worker)
 
     knobs = sub.add_parser("knobs", help="print every knob: default, allowed values, what it does",
                            allow_abbrev=False)
@@ -215,7 +244,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser("report", help="print the history table of a results file", allow_abbrev=False)
     rep.add_argument("path", help="a JSON-lines results file (run --history, or a Workbench's history_path)")
-    parser.commands = {"run": run, "knobs": knobs, "hardware": hw, "report": rep}
+    parser.commands = {"run": run, "worker": worker, "knobs": knobs, "hardware": hw, "report": rep}
+    from .sweep_cli import add_parser as add_sweep_parser    # python -m tfwb sweep (tfwb/sweep_cli.py)
+
+    parser.commands["sweep"] = add_sweep_parser(sub)
     return parser
 
 
@@ -225,14 +257,15 @@ def parse_args(parser: argparse.ArgumentParser, argv: Optional[List[str]]) -> ar
     if extra:
         message = f"unrecognized arguments: {' '.join(extra)}"
         command = parser.commands.get(args.command, parser)
-        if args.command == "run":
+        if args.command in ("run", "worker"):
+            own = RUN_OPTIONS if args.command == "run" else WORKER_OPTIONS
             known = [option(n) for n in KNOBS] + ["--no-" + option(n)[2:] for n, k in KNOBS.items()
-                                                  if k.kind == "bool"] + [option(n) for n in RUN_OPTIONS]
+                                                  if k.kind == "bool"] + [option(n) for n in own]
             first = extra[0].split("=")[0]
             close = difflib.get_close_matches(first, known, n=1)
             if close:
                 message += f" (did you mean {close[0]}?)"
-            message += f"; {PROG} run --help lists every knob"
+            message += f"; {PROG} {args.command} --help lists every knob"
         command.error(message)
     return args
 
@@ -248,10 +281,18 @@ def cmd_run(parser: argparse.ArgumentParser, args: argparse.Namespace, runner: O
 
     if runner is None:
         from .tf.train import run as runner      # TensorFlow loads here, not for --help
+    observers = {}
+    if args.logdir is not None:                   # checked before any work: a bad folder exits 2
+        from .tf.tensorboard import Scalars, check_logdir
+
+        try:
+            observers["observers"] = (Scalars(check_logdir(args.logdir, "--logdir")),)
+        except (ValueError, RuntimeError) as e:
+            parser.error(str(e))
     show = sys.stderr.isatty() if args.progress is None else args.progress
     progress = Progress(sys.stderr, cfg.label or cfg.workload, cfg.warmup_steps) if show else None
     try:
-        result = runner(cfg, progress=progress)
+        result = runner(cfg, progress=progress, **observers)
     finally:
         if progress is not None:
             progress.close()
@@ -266,6 +307,73 @@ def cmd_run(parser: argparse.ArgumentParser, args: argparse.Namespace, runner: O
     for note in result.notes:
         say(f"note: {note}", err=True)
     return 0 if result.ok else 1
+
+
+def worker_error(args: argparse.Namespace, message: str, status: int) -> int:
+    """``worker``'s error: on stderr, and as a report line for a local cluster; returns ``status``."""
+    say(f"{PROG} worker: error: {message}", err=True)
+    if args.report:
+        from .tfconfig import REPORT
+
+        say(REPORT + json.dumps({"event": "error", "message": message}))
+    return status
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """One worker of a TF_CONFIG cluster: checks TF_CONFIG and its own port before TensorFlow loads."""
+    from . import tfconfig
+    from .records import append_result
+
+    try:
+        tfc = tfconfig.from_environ()
+    except ValueError as e:
+        return worker_error(args, str(e), 2)
+    try:
+        tfconfig.check_own_port(tfc)
+    except ValueError as e:
+        return worker_error(args, str(e), tfconfig.EXIT_PORT_TAKEN)
+    tfconfig.join_local_cluster()       # a local cluster's worker: its cores, and die with the parent
+    data: dict = {}
+    try:
+        if args.config:
+            text = sys.stdin.read() if args.config == "-" else open(args.config).read()
+            data = json.loads(text)
+            if not isinstance(data, dict):
+                raise ValueError(f"--config {args.config}: a JSON object of RunConfig fields is needed")
+        changes = {k: v for k, v in vars(args).items() if k in KNOBS}
+        merged = {**data, **changes}
+        merged.setdefault("strategy", "parameter_server" if "ps" in tfc.cluster else "multi_worker")
+        from .tf.cluster import register_spec, worker_main   # TensorFlow loads here
+
+        register_spec(json.loads(args.workload_spec) if args.workload_spec else None)
+        cfg = RunConfig.from_dict(merged)
+        if cfg.strategy not in ("multi_worker", "parameter_server"):
+            raise ValueError(f"strategy={cfg.strategy!r} is not allowed for a worker; a worker runs "
+                             "strategy='multi_worker' or 'parameter_server'")
+    except OSError as e:
+        return worker_error(args, f"--config {args.config}: {e.strerror or e}", 2)
+    except ValueError as e:           # bad JSON (a ValueError too), a bad knob, a workload that will not load
+        return worker_error(args, str(e), 2)
+    try:
+        result = worker_main(cfg, report=args.report)
+    except ValueError as e:
+        return worker_error(args, str(e), 2)
+    except Exception as e:  # noqa: BLE001 - TensorFlow could not join the cluster (its server, its peers)
+        return worker_error(args, f"{type(e).__name__}: {e}", 1)
+    if args.result:
+        with open(args.result, "w") as fh:
+            fh.write(result.to_json() + "\n")
+    if args.history:
+        append_result(args.history, result)
+    if not args.report:
+        say(result.to_json() if args.json else result.summary())
+        for note in result.notes:
+            say(f"note: {note}", err=True)
+    # Everything is written: end without TensorFlow's teardown (seconds of deleting a
+    # distributed iterator; tfwb.tf.strategies keeps them for that reason).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0 if result.ok else 1)
 
 
 def knobs_text() -> str:
@@ -348,8 +456,9 @@ def main(argv: Optional[List[str]] = None, *, runner: Optional[Runner] = None) -
 
     Args:
         argv: the arguments after ``python -m tfwb``.
-        runner: ``runner(cfg, progress=cb) -> RunResult`` for ``run``; ``None`` is
-            ``tfwb.run`` (tests pass a fake one, as to the Workbench).
+        runner: ``runner(cfg, progress=cb) -> RunResult`` for ``run`` (with ``--logdir`` also
+            ``observers=(Scalars,)``); ``None`` is ``tfwb.run`` (tests pass a fake one, as to
+            the Workbench).
 
     Example:
         >>> main(["knobs", "--markdown"])  # doctest: +SKIP
@@ -362,6 +471,12 @@ def main(argv: Optional[List[str]] = None, *, runner: Optional[Runner] = None) -
     try:
         if args.command == "run":
             return cmd_run(parser, args, runner)
+        if args.command == "worker":
+            return cmd_worker(args)
+        if args.command == "sweep":
+            from .sweep_cli import cmd_sweep
+
+            return cmd_sweep(parser.commands["sweep"], args, runner)
         if args.command == "knobs":
             return cmd_knobs(args)
         if args.command == "hardware":

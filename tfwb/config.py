@@ -19,7 +19,7 @@ from . import knobs as _knobs
 from .knobs import knob
 
 MIXED_PRECISION = ("off", "mixed_float16", "mixed_bfloat16")
-STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
+STRATEGIES = ("default", "mirrored", "multi_worker", "parameter_server", "tpu")
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "rmsprop", "nadam")
 CLIP_KINDS = ("norm", "global_norm", "value")
 DATA_SOURCES = ("files", "generator", "memory")
@@ -151,9 +151,9 @@ class RunConfig:
                                 chapter=4)
     weight_decay: Optional[float] = knob(
         None, "float", "weight decay: decoupled (AdamW) for adamw, an L2 penalty on the kernels in the "
-        "loss for the others", group="optimizer", minimum=0.0, maximum=1.0, optional=True,
-        none_means="the optimizer's own default: 0.004 for adamw, none for the others",
-        offered=(None, 0.0, 1e-4, 1e-3, 1e-2), chapter=4)
+        "loss for the others", group="optimizer", minimum=0.0, exclusive_minimum=True, maximum=1.0,
+        optional=True, none_means="the optimizer's own default: 0.004 for adamw, none for the others",
+        offered=(None, 1e-4, 1e-3, 1e-2, 0.1, 0.5), chapter=4)
     grad_norms: bool = knob(False, "bool", "record each step's global gradient norm before clipping "
                             "(unscaled under mixed_float16), and the loss scale; costs a reduction per step",
                             group="optimizer", chapter=4)
@@ -163,8 +163,9 @@ class RunConfig:
                                    "devices on a machine without a GPU)", group="distribution",
                                    minimum=1, optional=True,
                                    none_means="every GPU, or 2 logical CPU devices", chapter=5)
-    workers: int = knob(2, "int", "worker processes for multi_worker: tfwb starts them on this machine "
-                        "(TF_CONFIG on loopback) unless this process already is a worker", group="distribution",
+    workers: int = knob(2, "int", "worker processes for multi_worker and parameter_server: tfwb starts them "
+                        "on this machine (TF_CONFIG on loopback; parameter_server adds a chief and a ps) "
+                        "unless this process already is part of a cluster", group="distribution",
                         minimum=1, maximum=16, chapter=5)
     seed: int = knob(0, "int", "seed for data generation, shuffling and weights", group="run", minimum=0)
     sample_interval_s: float = knob(0.2, "float", "utilization sampling period", minimum=0.05, unit="s",

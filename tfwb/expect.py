@@ -342,6 +342,66 @@ def equal(claim: str, value: Any, *, why: str = "") -> Equal:
     return Equal(claim, value, why)
 
 
+@dataclass(frozen=True)
+class Unjudged:
+    """A measured value with no fixed expectation on this hardware: printed, never judged.
+
+    Build with ``unjudged``; ``precision_memory`` returns one where the hardware gives
+    nothing to expect (a CPU's process memory).
+    """
+
+    claim: str
+    why: str
+    unit: str = ""
+
+    @property
+    def expected(self) -> str:
+        return "no fixed expectation"
+
+    def __str__(self) -> str:
+        return f"Expecting: {self.claim}: no fixed expectation ({self.why})."
+
+    def check(self, value: Optional[float] = None) -> Check:
+        """Report ``value`` (``None``: nothing measured); the result is always "cannot tell"."""
+        if value is None or value != value:
+            return Check(self.claim, self.expected, None, None, "nothing measured", self.why)
+        return Check(self.claim, self.expected, None, None, _with_unit(float(value), self.unit), self.why,
+                     value=float(value))
+
+
+def unjudged(claim: str, why: str, unit: str = "") -> Unjudged:
+    """A value to measure and print with no fixed expectation here, and why.
+
+    Example:
+        >>> print(unjudged("peak RSS ratio", "RSS counts the whole process", "x").check(1.02))
+        ... # doctest: +NORMALIZE_WHITESPACE
+        Expected: peak RSS ratio (no fixed expectation). Measured: 1.02x.
+        Result: cannot tell (RSS counts the whole process).
+    """
+    return Unjudged(claim, why, unit)
+
+
+def default_device(hw: Mapping[str, Any]) -> Equal:
+    """Where a step with no strategy and no ``tf.device`` runs most of its ops, on this hardware.
+
+    TensorFlow places an op on ``GPU:0`` whenever it sees a GPU and the op has a GPU
+    kernel, with or without a distribution strategy; otherwise on ``CPU:0`` (a TPU VM's
+    TPU takes ``strategy="tpu"``). Check it against
+    ``tfwb.tf.placement.placement(step).main_device()``.
+
+    Example:
+        >>> print(default_device({"gpus": [{"name": "Tesla T4"}]}))   # doctest: +NORMALIZE_WHITESPACE
+        Expecting: the device that runs most of a step's ops, with no strategy and no tf.device: GPU:0
+        (TF picks GPU:0 for every op with a GPU kernel whenever it sees a GPU; no strategy needed).
+    """
+    claim = "the device that runs most of a step's ops, with no strategy and no tf.device"
+    if hw.get("gpus"):
+        return equal(claim, "GPU:0", why="TF picks GPU:0 for every op with a GPU kernel whenever it sees a "
+                     "GPU; no strategy needed")
+    why = "no GPU here" + ("; the TPU runs a step only under strategy='tpu'" if hw.get("tpu") else "")
+    return equal(claim, "CPU:0", why=why)
+
+
 # -- what a knob is expected to do, as a function of the hardware ----------------------------
 #: Model-side knobs whose effect is the step's compute (measure with data in memory).
 COMPUTE_KNOBS = ("mixed_precision", "jit_compile", "steps_per_execution")
@@ -476,7 +536,8 @@ def _precision(hw: Mapping[str, Any], value: str, kind: str, bound: Optional[str
         return Expected(None, "no TPU here: the run fails before any work; pick strategy='default'", than)
     if kind == "tpu":
         if half:
-            return Expected(NOT_FASTER, "TPUs have bfloat16 matrix units, not float16 ones: "
+            return Expected(None, "TPUs have no float16 arithmetic (their matrix units compute in "
+                            "bfloat16): tfwb refuses this policy with strategy='tpu' before any work; "
                             "use mixed_bfloat16 on a TPU", than)
         return Expected(NOT_SLOWER, "the TPU's matrix units compute in bfloat16 (float32 matmuls already "
                         "run bfloat16 passes); halving activations saves memory traffic, more so on "
@@ -507,13 +568,17 @@ def _precision(hw: Mapping[str, Any], value: str, kind: str, bound: Optional[str
     # CPU: x86 flags name the instructions; Arm lists "fphp" (float16) and "bf16".
     arm = "asimd" in flags
     if half:
-        if flags & {"avx512_fp16", "amx_fp16"} or (arm and "fphp" in flags):
+        # TF's oneDNN runs float16 only with AVX-512 FP16 or AMX-FP16 (on AVX-512 BW), or with
+        # AVX-NE-CONVERT (IsDataTypeSupportedByOneDNNOnThisCPU in tensorflow/core/util/util.cc).
+        if (flags & {"avx512_fp16", "amx_fp16"} or "avx_ne_convert" in flags
+                or (arm and "fphp" in flags)):
             return Expected(None, "this CPU has float16 arithmetic that TF's CPU kernels can use, but "
                             "whether it outweighs the casts on a small model was not measured for "
                             "the book", than)
         if "avx512f" in flags:
-            why = ("this CPU has no float16 arithmetic (no AVX-512 FP16): oneDNN computes in float32 "
-                   "and converts, so the policy's casts are pure cost")
+            why = ("oneDNN runs no float16 on this CPU (that takes AVX-512 FP16, AMX-FP16 or "
+                   "AVX-NE-CONVERT, which it lacks): TF falls back to generic Eigen kernels, often "
+                   "many times slower, and the policy's casts cost time on top")
         elif flags and not arm:
             why = ("without AVX-512, oneDNN runs no float16 at all: TF falls back to generic Eigen "
                    "kernels, often many times slower")
@@ -592,8 +657,9 @@ def _strategy(hw: Mapping[str, Any], value: str) -> Expected:
     if value == "multi_worker":
         if gpus:
             return Expected(None, "depends on the workers' GPUs and the network between them", than)
-        return Expected(SLOWER, "the workers are processes on the same CPU cores, adding an all-reduce "
-                        "over loopback every step", than)
+        return Expected(SLOWER, "the workers are processes sharing this machine's CPU cores (each gets "
+                        "its own share of them: none brings new compute), and every step adds an all-reduce "
+                        "between the processes over loopback (gRPC)", than)
     raise ValueError(f"strategy={value!r} is not allowed; one of 'mirrored', 'multi_worker', 'tpu'")
 
 
@@ -745,6 +811,68 @@ def knob(hardware: Mapping[str, Any], baseline: Any = None, **change: Any) -> AB
     label = ", ".join(f"{k}={v!r}" for k, v in change.items())
     return AB(f"{label} on {where(hardware, strategy)}", e.direction, e.why,
               compute=any(k in COMPUTE_KNOBS for k in change))
+
+
+#: What ``precision_memory`` compares: the run's peak memory, or the largest batch that trains.
+MEMORY_MEASURES = ("peak", "batch")
+
+
+def precision_memory(hardware: Mapping[str, Any], value: str, baseline: Any = None, *,
+                     measure: str = "peak") -> Union[Threshold, Unjudged]:
+    """What a precision policy should do to memory on this hardware, as a ratio to float32.
+
+    Args:
+        hardware (mapping): ``tfwb.hardware.detect()`` output or a described machine.
+        value (str): ``"mixed_float16"`` or ``"mixed_bfloat16"``.
+        baseline (RunResult | RunConfig | None, default None): its ``strategy`` decides
+            where the step runs (``target``).
+        measure (str, default "peak"): ``"peak"``: the run's peak memory
+            (``run.extras["memory"]``: TensorFlow's allocator on a GPU or TPU, the
+            process's RSS on a CPU), the policy's over float32's; ``"batch"``: the largest
+            batch that trains (``tfwb.tf.precision.largest_batch``), the policy's over
+            float32's.
+
+    Returns:
+        A ``Threshold`` on a GPU (peak at most 1x, batch at least 1x) or TPU (peak), else
+        an ``Unjudged`` that says why nothing is expected; either has ``.check(ratio)``.
+
+    Raises:
+        ValueError: for a value that is not a mixed policy, or an unknown measure.
+
+    Example:
+        >>> from tfwb.hardware import DESCRIBED
+        >>> print(precision_memory(DESCRIBED["colab-t4"], "mixed_float16").expected)
+        at most 1x
+        >>> precision_memory(DESCRIBED["binder-2core-avx2"], "mixed_float16").expected
+        'no fixed expectation'
+    """
+    if value not in ("mixed_float16", "mixed_bfloat16"):
+        raise ValueError(f"mixed_precision={value!r} is not allowed here; 'mixed_float16' or "
+                         "'mixed_bfloat16' (float32, 'off', is what it is compared with)")
+    if measure not in MEMORY_MEASURES:
+        raise ValueError(f"measure={measure!r} is not allowed; one of {MEMORY_MEASURES}")
+    strategy = getattr(_config(baseline), "strategy", None)
+    kind = target(hardware, strategy)
+    peak = measure == "peak"
+    what = "peak memory" if peak else "largest batch"
+    claim = f"{value}'s {what} over float32's, on {where(hardware, strategy)}"
+    if kind == "none" or (kind == "tpu" and value == "mixed_float16"):
+        return Unjudged(claim, "the run fails before any work here", "x")
+    if kind == "cpu":
+        why = ("on a CPU tfwb reads the whole process's peak RSS: TensorFlow's runtime, the data and what "
+               "earlier runs left behind dominate it, so a policy's smaller activations need not show"
+               if peak else
+               "a CPU has no device memory to run out of (a batch too large swaps or gets the process "
+               "killed), so tfwb searches batches on a GPU only")
+        return Unjudged(claim, why, "x")
+    if not peak and kind == "tpu":
+        return Unjudged(claim, "tfwb searches batches on a GPU only", "x")
+    if peak:
+        return at_most(claim, 1.0, "x", why="activations are stored in 16 bits while weights and optimizer "
+                       "state stay float32: the saving grows with batch and model size, and is small when "
+                       "weights and optimizer state dominate")
+    return at_least(claim, 1.0, "x", why="16-bit activations leave room for more examples: up to about twice "
+                    "as many where activations dominate the memory")
 
 
 # -- the table of described machines ----------------------------------------------------------

@@ -87,6 +87,10 @@ class RunState:
         extras: JSON-ready facts an observer hands to the result (``RunResult.extras``).
         samples: the utilization samples, set by the sampler when it stops (it is the
             first observer, so later observers' ``on_run_end`` can read them).
+        model: the Keras model being trained, set by ``tfwb.run`` before ``on_run_start``
+            (``None`` in a run that failed before it was built), so an observer can
+            evaluate it (``tfwb.tf.convergence.HeldOutLoss``). It runs on the training
+            thread between steps; read it, do not change its weights.
     """
 
     config: Any
@@ -101,6 +105,7 @@ class RunState:
     notes: List[str] = field(default_factory=list)
     extras: dict = field(default_factory=dict)
     samples: tuple = ()
+    model: Any = None
 
     def request_stop(self, reason: str) -> None:
         """End the run after the current step; the result records ``reason``."""
@@ -147,35 +152,52 @@ class Progress(Observer):
 
 
 class StopAtLoss(Observer):
-    """Stop the run once a measured step's loss is at or below ``target``.
+    """Stop the run once the loss of the measured steps is at or below ``target``.
 
-    Warm-up steps never stop a run. The result's ``stop_reason`` says at which step
-    and time the target was reached (``extras["target_reached"]`` holds
-    ``{"step", "time_s", "loss"}``, step counted from the first measured step, 1-based).
+    With ``window=1`` a single step's loss decides; a larger window uses the mean of the
+    last ``window`` measured losses, so that one lucky batch does not stop the run.
+    Warm-up steps never stop a run (nor count in the window). The result's
+    ``stop_reason`` says at which step and time the target was reached
+    (``extras["target_reached"]`` holds ``{"step", "time_s", "loss", "warmup_steps"}``:
+    ``step`` counted from the first measured step, 1-based, in training steps;
+    ``time_s`` the measured training time from the first measured step's start to the
+    end of that step; ``loss`` the (windowed) loss that reached the target;
+    ``warmup_steps`` the training steps run before measuring, which trained the model too).
 
     Args:
         target: the loss to reach (finite).
+        window: how many measured losses (one per call of the step function) to average.
 
     Raises:
-        ValueError: for a target that is not a finite number.
+        ValueError: for a target that is not a finite number, or a window that is not an
+            integer >= 1.
+
+    Example:
+        >>> stop = StopAtLoss(0.5, window=10)   # tfwb.run(cfg, observers=[stop])
     """
 
-    def __init__(self, target: float) -> None:
+    def __init__(self, target: float, window: int = 1) -> None:
         if isinstance(target, bool) or not isinstance(target, (int, float)) or not math.isfinite(target):
             raise ValueError(f"target={target!r} is not allowed; target must be a finite number")
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise ValueError(f"window={window!r} is not allowed; window must be an integer >= 1")
         self.target = float(target)
+        self.window = window
 
     def on_step_end(self, run: RunState, step: int) -> None:
         calls_in_warmup = -(-run.warmup_steps // run.steps_per_call)
-        if step < calls_in_warmup:
+        if step + 1 - calls_in_warmup < self.window:
             return
-        loss = run.log.losses[-1]
+        recent = run.log.losses[-self.window:]
+        loss = sum(recent) / len(recent)
         if loss <= self.target:
             measured = (step + 1 - calls_in_warmup) * run.steps_per_call
             first = run.log.starts_s[calls_in_warmup]
             elapsed = run.log.starts_s[-1] + run.log.times_s[-1] - first
-            run.extras["target_reached"] = {"step": measured, "time_s": elapsed, "loss": loss}
-            run.request_stop(f"loss {loss:.4g} reached the target {self.target:g} at measured step "
+            run.extras["target_reached"] = {"step": measured, "time_s": elapsed, "loss": loss,
+                                            "warmup_steps": calls_in_warmup * run.steps_per_call}
+            what = "loss" if self.window == 1 else f"mean loss of the last {self.window} steps"
+            run.request_stop(f"{what} {loss:.4g} reached the target {self.target:g} at measured step "
                              f"{measured} ({elapsed:.2f} s of measured training)")
 
 

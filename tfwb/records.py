@@ -94,6 +94,11 @@ class RunResult:
         traces: how many times TF traced the step function (its own count; ``None``
             in eager execution); ``traces_after_warmup``: how many of those happened
             after warm-up (retracing: new input shapes or Python-value arguments).
+        replicas: how many replicas trained together (``num_replicas_in_sync``: 1 for
+            ``default``, the devices for ``mirrored``, every worker's devices together for
+            ``multi_worker``); ``None`` when the run failed before its strategy existed.
+            ``config.batch_size`` is the global batch; each replica got
+            ``per_replica_batch`` examples of it.
     """
 
     config: RunConfig
@@ -121,6 +126,7 @@ class RunResult:
     loss_scales: Tuple[float, ...] = ()
     traces: Optional[int] = None
     traces_after_warmup: Optional[int] = None
+    replicas: Optional[int] = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.config, RunConfig):
@@ -164,6 +170,11 @@ class RunResult:
         """Total input wait / total step time over the measured steps."""
         total = sum(self.step_times_s)
         return sum(self.input_wait_s) / total if total > 0 and self.input_wait_s else None
+
+    @property
+    def per_replica_batch(self) -> Optional[int]:
+        """Examples each replica got per step: the global ``batch_size`` over ``replicas``."""
+        return self.config.batch_size // self.replicas if self.replicas else None
 
     @property
     def retraces(self) -> Optional[int]:

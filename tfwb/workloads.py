@@ -216,6 +216,15 @@ _BUILTINS = (
             "files": "tf.data over the sequences in memory (no files: cache, shuffle, batch, prefetch apply)",
             "memory": "the first batches staged in memory and repeated (compute-only ceiling)",
         }),
+    _builtin(
+        "cifar10", "tfwb.tf.workloads.cifar", source_fn=True,
+        description="small CNN on CIFAR-10 via keras.datasets (cached on disk; generated images when offline)",
+        data_sources={
+            "files": "tf.data over the training images in memory; the crop-and-flip augmentation runs per "
+                     "element (parallel_map) or per batch (vectorized_map)",
+            "memory": "augmented batches staged in memory and repeated (compute-only ceiling)",
+        },
+        source_knobs=("parallel_map", "vectorized_map")),
 )
 
 _REGISTRY: Dict[str, Workload] = {w.name: w for w in _BUILTINS}

@@ -1,61 +1,142 @@
-"""TensorBoard scalars for a run: step time, input wait, loss and utilization, as event files.
+"""TensorBoard event files for runs: step time, input wait, loss, throughput and utilization.
 
 ``Scalars(logdir)`` is a run observer. It writes nothing while steps are timed: at
 the end of the run it writes every step's figures with their step numbers (and the
-utilization samples against wall time), so logging costs the measured steps nothing.
-Point TensorBoard at ``logdir`` (``%tensorboard --logdir DIR`` in a notebook).
+utilization samples against the run's clock), so logging costs the measured steps
+nothing. Each run gets its own sub-folder of ``logdir`` (TensorBoard's "run"); a
+name already holding event files gets a ``-2``, ``-3``... suffix instead of mixing
+two runs. Point TensorBoard at ``logdir``: ``%tensorboard --logdir DIR`` in
+JupyterLab or Colab, ``tensorboard --logdir DIR`` in a terminal.
+
+``check_logdir`` is the one check of a log folder (created if missing, writable),
+used before any work by ``Scalars``, ``tfwb.profile``, the command line's
+``--logdir`` and the Workbench.
 """
 from __future__ import annotations
 
+import glob
+import importlib.util
+import json
 import os
+import re
+from typing import Optional
 
 import tensorflow as tf
 
 from ..observers import Observer, RunState
 
+#: What a run's folder name may contain; anything else becomes ``_``.
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def check_logdir(logdir: "str | os.PathLike", field: str = "logdir") -> str:
+    """Create ``logdir`` if missing and check that this process can write into it.
+
+    Args:
+        logdir: the folder.
+        field: the argument's name in messages (``"logdir"``, ``"--logdir"``).
+
+    Returns:
+        ``logdir`` as a string.
+
+    Raises:
+        ValueError: naming ``field`` and the value, when it is not a path, cannot be
+            created (a file is in the way, no permission) or is not writable.
+
+    Example:
+        >>> check_logdir("/proc/tfwb/logs")  # doctest: +SKIP
+        Traceback (most recent call last):
+        ValueError: logdir='/proc/tfwb/logs' is not usable: ...
+    """
+    if isinstance(logdir, bool) or not isinstance(logdir, (str, os.PathLike)) or not os.fspath(logdir):
+        raise ValueError(f"{field}={logdir!r} is not allowed; {field} must be a folder path")
+    path = os.fspath(logdir)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"{field}={path!r} is not usable ({e.strerror or e}); "
+                         "pick a folder you can write to") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ValueError(f"{field}={path!r} is not writable; pick a folder you can write to")
+    return path
+
+
+def run_name(text: str) -> str:
+    """``text`` as a folder name TensorBoard shows as a run: letters, digits, ``.``, ``_``, ``-``.
+
+    Example:
+        >>> run_name("prefetch=True, cache='memory'")
+        'prefetch_True_cache_memory'
+    """
+    return _UNSAFE.sub("_", text).strip("_.") or "run"
+
+
+def free_run_dir(logdir: str, name: str) -> str:
+    """``logdir/name``, or ``logdir/name-2``, ``-3``... when that already holds event files."""
+    base = os.path.join(logdir, run_name(name))
+    path, n = base, 1
+    while glob.glob(os.path.join(path, "events.out.tfevents.*")):
+        n += 1
+        path = f"{base}-{n}"
+    return path
+
 
 class Scalars(Observer):
     """Write one run's scalars under ``logdir/<run name>``.
 
+    Tags (``step`` is the training step, warm-up included, counted from 0):
+    ``step_time_ms``, ``input_wait_ms`` (when recorded), ``loss``, ``examples_per_s``;
+    ``utilization/cpu_process_pct``, ``utilization/cpu_system_pct``,
+    ``utilization/rss_mib``, ``utilization/gpu<i>_util_pct``, ``utilization/gpu<i>_mem_mib``
+    against the run's clock in milliseconds; the text ``config`` (the RunConfig as JSON).
+
     Args:
         logdir: the TensorBoard log folder (created if missing).
-        name: the run's sub-folder; default: the config's label, else ``run``.
+        name: the run's sub-folder; default: the config's label, else its workload.
+            A folder that already holds event files gets a ``-2``, ``-3``... suffix.
+
+    Attributes:
+        path: the run's folder, after the run (also ``RunResult.extras["tensorboard"]``).
 
     Raises:
         ValueError: when ``logdir`` cannot be created or written (checked at construction,
             before any work).
         RuntimeError: when TensorBoard is not installed (``tf.summary`` needs it).
+
+    Example:
+        >>> tfwb.run(cfg, observers=[Scalars("logs")])  # doctest: +SKIP
+        >>> %tensorboard --logdir logs                   # doctest: +SKIP
     """
 
-    def __init__(self, logdir: str, name: str = "") -> None:
-        import importlib.util
-
+    def __init__(self, logdir: "str | os.PathLike", name: str = "") -> None:
         if importlib.util.find_spec("tensorboard") is None:
             raise RuntimeError("TensorBoard is not installed (tf.summary needs it): "
                                "pip install tensorboard, or install tfwb with its [profile] extra")
-        try:
-            os.makedirs(logdir, exist_ok=True)
-        except OSError as e:
-            raise ValueError(f"logdir={logdir!r} is not usable: {e}") from None
-        if not os.access(logdir, os.W_OK):
-            raise ValueError(f"logdir={logdir!r} is not writable; pick a folder you can write to")
-        self.logdir, self.name = logdir, name
-        self.path = None
+        self.logdir = check_logdir(logdir)
+        self.name = name
+        self.path: Optional[str] = None
 
     def on_run_end(self, run: RunState) -> None:
-        name = self.name or run.config.label or "run"
-        self.path = os.path.join(self.logdir, name)
-        log = run.log
+        cfg = run.config
+        self.path = free_run_dir(self.logdir, self.name or getattr(cfg, "label", "") or
+                                 getattr(cfg, "workload", "") or "run")
+        log, spe = run.log, run.steps_per_call
+        batch = getattr(cfg, "batch_size", None)
         writer = tf.summary.create_file_writer(self.path)
         with writer.as_default():
+            if hasattr(cfg, "to_dict"):
+                tf.summary.text("config", "```\n" + json.dumps(cfg.to_dict(), indent=1) + "\n```", step=0)
             for i, t in enumerate(log.times_s):
-                tf.summary.scalar("step_time_ms", t * 1e3, step=i)
+                step = i * spe
+                tf.summary.scalar("step_time_ms", t / spe * 1e3, step=step)
+                if batch and t > 0:
+                    tf.summary.scalar("examples_per_s", batch * spe / t, step=step)
                 if i < len(log.losses):
-                    tf.summary.scalar("loss", log.losses[i], step=i)
+                    tf.summary.scalar("loss", log.losses[i], step=step)
                 if i < len(log.waits_s):
-                    tf.summary.scalar("input_wait_ms", log.waits_s[i] * 1e3, step=i)
+                    tf.summary.scalar("input_wait_ms", log.waits_s[i] * 1e3, step=step)
             for s in run.samples:
-                ms = int(s.t_s * 1e3)            # utilization is on the wall clock, in ms
+                ms = int(s.t_s * 1e3)            # utilization is on the run's clock, in ms
                 for field in ("cpu_process_pct", "cpu_system_pct", "rss_mib"):
                     value = getattr(s, field)
                     if value is not None:
@@ -63,5 +144,8 @@ class Scalars(Observer):
                 for gpu, value in enumerate(s.gpu_util_pct):
                     if value is not None:
                         tf.summary.scalar(f"utilization/gpu{gpu}_util_pct", value, step=ms)
+                for gpu, value in enumerate(s.gpu_mem_used_mib):
+                    if value is not None:
+                        tf.summary.scalar(f"utilization/gpu{gpu}_mem_mib", value, step=ms)
         writer.close()
         run.extras["tensorboard"] = self.path

@@ -48,7 +48,8 @@ from .fingerprint import fingerprint
 from .memory import MemoryPeak
 from .optimizers import make_optimizer
 from .step import make_step, per_example_loss, tracing_count
-from .strategies import make_strategy
+from .strategies import (CLUSTER_STRATEGIES, coordinate, distribute, distribution_facts, in_worker,
+                         make_strategy, prepare)
 
 __all__ = ["run", "prepared", "timed_steps", "Prepared", "StepLog", "make_optimizer", "fingerprint"]
 
@@ -151,6 +152,7 @@ def prepared(cfg: RunConfig, dataset: Optional[tf.data.Dataset] = None) -> Itera
     """
     previous_policy = keras.mixed_precision.global_policy()
     try:
+        prepare(cfg)           # a worker's multi-worker strategy: before TF's runtime starts
         setup_devices()        # before anything starts TF's runtime; a no-op afterwards
         workload = get_workload(cfg.workload)
         keras.utils.set_random_seed(cfg.seed)
@@ -174,10 +176,10 @@ def prepared(cfg: RunConfig, dataset: Optional[tf.data.Dataset] = None) -> Itera
         loss_fn = per_example_loss(workload.loss)
         step, takes_iterator = make_step(cfg, strategy, model, optimizer, loss_fn, cfg.batch_size)
         if strategy is not tf.distribute.get_strategy():
-            dataset = strategy.experimental_distribute_dataset(dataset)
-            notes.append(f"strategy={cfg.strategy!r}: the distributed dataset prefetches to each "
-                         "replica's device, whatever the prefetch knob says")
-        if takes_iterator:
+            dataset, distribution_notes = distribute(strategy, dataset, cfg)   # auto-shard policy chosen there
+            notes.extend(distribution_notes)
+            step, takes_iterator = coordinate(strategy, step, takes_iterator)   # parameter_server: on a worker
+        if takes_iterator and cfg.steps_per_execution > 1:
             notes.append(f"steps_per_execution={cfg.steps_per_execution}: batches are fetched inside "
                          "the graph, so input wait cannot be told apart (not recorded)")
         yield Prepared(cfg, strategy, model, optimizer, step, iter(dataset), takes_iterator, notes)
@@ -213,6 +215,12 @@ def run(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bo
     """
     if not isinstance(cfg, RunConfig):
         raise TypeError(f"run() needs a RunConfig, got {type(cfg).__name__}")
+    if cfg.strategy in CLUSTER_STRATEGIES and not in_worker():
+        # Not a worker of a cluster: start a local one (one process per worker) and gather it.
+        from .cluster import run_local_cluster
+
+        return run_local_cluster(cfg, progress=progress, raise_errors=raise_errors, dataset=dataset,
+                                 observers=observers)
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     t_origin = time.perf_counter()
 
@@ -230,18 +238,22 @@ def run(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bo
     sampler = Sampler(interval_s=cfg.sample_interval_s, probes=default_probes(), clock=clock)
     extra = [ProgressObserver(progress)] if progress is not None else []
     dispatch = Dispatch([sampler, MemoryPeak(), *extra, *observers])   # the sampler first: the others read its samples
-    facts = {"error": None, "setup_s": 0.0, "fp": {}, "traces": None, "traces_warm": None}
+    facts = {"error": None, "setup_s": 0.0, "fp": {}, "traces": None, "traces_warm": None, "replicas": None}
     started = False
     # TF's C++ code writes to stderr directly (oneDNN's fallbacks, ...): held back here and
     # kept as notes on the result, so a notebook cell shows the run, not TF's log lines.
     with native_stderr_captured() as native:
         try:
+            prepare(cfg)                          # a worker's multi-worker strategy comes first
             setup_devices()                       # before anything starts TF's runtime (see devices.py)
             sampler.start()                       # from the start: setup shows on the utilization chart
             facts["fp"] = fingerprint(cfg)        # so a run that fails in setup still says where it ran
             with prepared(cfg, dataset) as p:
                 state.notes.extend(p.notes)
+                state.model = p.model             # for observers that evaluate it (held-out loss)
                 facts["fp"] = fingerprint(cfg, p.strategy)
+                facts["replicas"] = p.strategy.num_replicas_in_sync
+                state.extras["distribution"] = distribution_facts(cfg, p.strategy)
                 facts["setup_s"] = clock()
                 started = True
                 dispatch.call("on_run_start", state)
@@ -283,7 +295,7 @@ def run(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bo
         fingerprint=facts["fp"], started_at=started_at, run_id=uuid.uuid4().hex[:12],
         notes=tuple(state.notes), stop_reason=state.stop_reason, extras=state.extras,
         steps_per_call=spe, traces=traces, traces_after_warmup=after,
-        grad_norms=log.grad_norms, loss_scales=log.loss_scales,
+        grad_norms=log.grad_norms, loss_scales=log.loss_scales, replicas=facts["replicas"],
     )
 
 

@@ -1,4 +1,4 @@
-"""Charts of runs: step times, utilization over time, and a comparison of runs.
+"""Charts of runs: step times, utilization over time, a comparison of runs, a profiler capture.
 
 Owns drawing only. Every ``draw_*`` function takes a matplotlib ``Axes`` and plain
 data (RunResults) and draws on it; ``figure_png`` turns a ``Figure`` into PNG
@@ -558,4 +558,273 @@ def comparison_png(results: Sequence[RunResult], baseline: Optional[RunResult] =
     fig = Figure(figsize=(width_in, comparison_height_in(results, baseline_config)), dpi=dpi,
                  layout="constrained")
     draw_comparison(fig.subplots(), results, baseline, baseline_config=baseline_config, versus=versus)
+    return figure_png(fig)
+
+
+# -- a profiler capture (tfwb.profile's ProfileReport; read by attribute, no TensorFlow here) ----------
+#: The profiler's "other" part of a step (kernel launch, compilation, Python: "all others").
+PROFILE_OTHER_COLOR = "#76b7b2"
+#: Characters of an op's name shown in the top-ops chart (its end: the most specific part).
+OP_NAME_WIDTH = 48
+
+
+def draw_profile_steps(ax: Axes, report: Any) -> None:
+    """Stacked bars of each captured step as the TF profiler split it: input, compute, other.
+
+    A black tick on each bar marks tfwb's own time of the same step, so the two
+    clocks can be compared by eye.
+
+    Args:
+        ax: where to draw.
+        report: a ``tfwb.tf.profile.ProfileReport`` (its ``steps``, ``profiled_times_s``).
+    """
+    steps = list(report.steps)
+    ax.set_title("TF profiler: time per captured step", fontsize=10, loc="left", pad=30)
+    if not steps:
+        _message(ax, "the profiler recorded no steps")
+        return
+    x = list(range(len(steps)))
+    inp = [s.input_ms for s in steps]
+    comp = [min(s.compute_ms, s.step_ms - i) for s, i in zip(steps, inp)]
+    other = [max(0.0, s.step_ms - i - c) for s, i, c in zip(steps, inp, comp)]
+    ax.bar(x, inp, 0.7, color=INPUT_COLOR, linewidth=0)
+    ax.bar(x, comp, 0.7, bottom=inp, color=COMPUTE_COLOR, linewidth=0)
+    ax.bar(x, other, 0.7, bottom=[i + c for i, c in zip(inp, comp)], color=PROFILE_OTHER_COLOR, linewidth=0)
+    ours = [t * 1e3 for t in report.profiled_times_s]
+    if len(ours) == len(steps):
+        ax.scatter(x, ours, marker="_", s=400, color=MEDIAN_COLOR, linewidths=1.5, zorder=3)
+    ax.set_xticks(x, [str(s.step) for s in steps], fontsize=_SMALL)
+    ax.set_xlabel("call (warm-up included)")
+    ax.set_ylabel("ms")
+    pct = report.breakdown_pct
+    handles = [Patch(color=INPUT_COLOR, label=f"input {pct['input']:.0f}%"),
+               Patch(color=COMPUTE_COLOR, label=f"compute {pct['compute']:.0f}%"),
+               Patch(color=PROFILE_OTHER_COLOR, label=f"other {pct['other']:.0f}%")]
+    if len(ours) == len(steps):
+        from matplotlib.lines import Line2D
+
+        handles.append(Line2D([], [], color=MEDIAN_COLOR, marker="_", linestyle="none", markersize=12,
+                              label="tfwb's time"))
+    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.01), ncol=2, fontsize=_SMALL,
+              frameon=False, borderaxespad=0)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+
+
+def draw_top_ops(ax: Axes, report: Any, by: str = "op") -> None:
+    """Horizontal bars of the ops (``by="op"``) or op types (``by="type"``) with the most self time.
+
+    tf.data iterator stages (type ``Dataset``) are drawn in the input colour, other ops
+    in the compute colour; each bar is labelled with its share of the self time.
+
+    Args:
+        ax: where to draw.
+        report: a ``ProfileReport`` (its ``top_ops`` / ``top_op_types``).
+        by: ``"op"`` or ``"type"``.
+
+    Raises:
+        ValueError: for another ``by``.
+    """
+    if by not in ("op", "type"):
+        raise ValueError(f"by={by!r} is not allowed; one of 'op', 'type'")
+    ops = list(report.top_ops if by == "op" else report.top_op_types)
+    ax.set_title(f"top {'ops' if by == 'op' else 'op types'} by self time", fontsize=10, loc="left", pad=30)
+    if not ops:
+        _message(ax, "the profiler recorded no ops")
+        return
+    y = list(range(len(ops)))[::-1]
+    names = [o.name if by == "op" else o.type for o in ops]
+    names = [n if len(n) <= OP_NAME_WIDTH else "\u2026" + n[-(OP_NAME_WIDTH - 1):] for n in names]
+    colors = [INPUT_COLOR if o.type == "Dataset" else COMPUTE_COLOR for o in ops]
+    values = [o.self_ms for o in ops]
+    ax.barh(y, values, 0.7, color=colors, linewidth=0)
+    ax.set_yticks(y, names, fontsize=7)
+    for yi, v, o in zip(y, values, ops):
+        ax.text(v, yi, f" {o.share:.0%}", va="center", ha="left", fontsize=7, color="#333333")
+    ax.set_xlim(0, max(values) * 1.18 if max(values) > 0 else 1.0)
+    ax.set_xlabel("self time over the capture (ms)")
+    ax.legend(handles=[Patch(color=INPUT_COLOR, label="tf.data stage"), Patch(color=COMPUTE_COLOR, label="op")],
+              loc="lower right", fontsize=_SMALL, frameon=False)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_axisbelow(True)
+
+
+def profile_png(report: Any, *, by: str = "op", width_in: float = 10.0, height_in: float = 3.8,
+                dpi: float = 96) -> bytes:
+    """A profiler capture's chart: the step breakdown left, the top ops right, as PNG bytes.
+
+    Args:
+        report: a ``tfwb.tf.profile.ProfileReport`` (``tfwb.profile``'s result).
+        by: the right panel's rows: ``"op"`` (names as in the trace) or ``"type"``.
+        width_in / height_in: figure size in inches.
+        dpi: pixels per inch.
+
+    Returns:
+        PNG bytes.
+
+    Example:
+        >>> display(Image(charts.profile_png(tfwb.profile(cfg))))  # doctest: +SKIP
+    """
+    fig = Figure(figsize=(width_in, height_in), dpi=dpi, layout="constrained")
+    left, right = fig.subplots(1, 2, width_ratios=[2, 3])
+    draw_profile_steps(left, report)
+    draw_top_ops(right, report, by=by)
+    return figure_png(fig)
+
+
+# -- convergence: learning-rate sweeps, and curves over training steps (chapter 04) ------------------------
+#: One colour per series (optimizer, run) in the convergence charts.
+SERIES_COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#b07aa1", "#edc948", "#9c755f")
+#: The loss axis of a sweep stops at this multiple of the starting loss (higher points sit on the edge).
+SWEEP_CEILING = 1.5
+#: What ``draw_curves`` can draw, with its y-axis label.
+CURVES = {"loss": "training loss (per step)", "grad_norm": "gradient norm before clipping",
+          "held_out": "loss on all examples of each set"}
+
+
+def draw_lr_sweep(ax: Axes, sweeps: Sequence[Any]) -> None:
+    """Final loss against learning rate (log x axis), one line per sweep.
+
+    Each sweep is a ``tfwb.tf.convergence.Sweep`` (or anything with ``label``, ``rates``,
+    ``final_losses`` (``None`` where diverged), ``best_rate``, ``best_loss``,
+    ``first_loss``, ``steps``, ``tail``). The best rate of each gets a ring; a rate that
+    diverged is an ``x`` on the top edge; a loss above ``SWEEP_CEILING`` times the starting
+    loss sits on the top edge as a triangle; a dashed line marks the starting loss.
+    """
+    if not sweeps:
+        _message(ax, "no sweeps to draw")
+        return
+    start = next((s.first_loss for s in sweeps if s.first_loss == s.first_loss), None)
+    finals = [v for s in sweeps for v in s.final_losses if v is not None]
+    top = SWEEP_CEILING * start if start else (max(finals) * 1.1 if finals else 1.0)
+    for i, s in enumerate(sweeps):
+        color = SERIES_COLORS[i % len(SERIES_COLORS)]
+        kept = [(r, v) for r, v in zip(s.rates, s.final_losses) if v is not None]
+        label = f"{s.label} (best {s.best_rate:g})" if s.best_rate is not None else f"{s.label} (all diverged)"
+        ax.plot([r for r, _ in kept], [min(v, top) for _, v in kept], color=color, marker="o", ms=3, lw=1.4,
+                label=label)
+        high = [r for r, v in kept if v > top]
+        if high:
+            ax.plot(high, [top] * len(high), linestyle="none", marker="^", color=color, ms=6, clip_on=False)
+        gone = [r for r, v in zip(s.rates, s.final_losses) if v is None]
+        if gone:
+            ax.plot(gone, [top] * len(gone), linestyle="none", marker="x", color=color, ms=8, mew=2, clip_on=False)
+        if s.best_rate is not None:
+            ax.plot([s.best_rate], [s.best_loss], marker="o", ms=11, mfc="none", mec=color, mew=1.5)
+    if start:
+        ax.axhline(start, color=BASELINE_COLOR, linestyle="--", lw=1, label="loss at the start")
+    ax.set_xscale("log")
+    ax.set_ylim(0, top)
+    ax.set_xlabel("learning rate (log scale)")
+    s0 = sweeps[0]
+    ax.set_ylabel(f"loss after {s0.steps} steps\n(median of the last {s0.tail})")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=_SMALL, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              title="\u25cb best rate\nx diverged (NaN)\n\u25b2 above the axis", title_fontsize=_SMALL,
+              alignment="left")
+
+
+def _steps_axis(result: RunResult, n: int) -> List[int]:
+    per = max(1, result.steps_per_call)
+    return [(i + 1) * per for i in range(n)]
+
+
+def draw_curves(ax: Axes, results: Sequence[RunResult], quantity: str = "loss") -> None:
+    """One quantity over training steps, one line per run (warm-up steps included: they train too).
+
+    Args:
+        ax: the Axes.
+        results: the runs.
+        quantity: ``"loss"`` (each step's training loss), ``"grad_norm"`` (each step's global
+            gradient norm before clipping; needs ``RunConfig(grad_norms=True)``; a run that
+            clips by global norm gets its threshold as a dotted line) or ``"held_out"``
+            (``extras["held_out"]`` of ``tfwb.tf.convergence.held_out``: the loss on all
+            training examples dashed, on the held-out examples solid).
+
+    A run that diverged ends with an ``x`` at its last finite value and "NaN" beside it.
+    The y axis is logarithmic when the values span more than a factor of 100.
+
+    Raises:
+        ValueError: for an unknown quantity.
+    """
+    if quantity not in CURVES:
+        raise ValueError(f"quantity={quantity!r} is not allowed; one of {', '.join(map(repr, CURVES))}")
+    drawn: List[float] = []
+    for i, r in enumerate(results):
+        color = SERIES_COLORS[i % len(SERIES_COLORS)]
+        name = _name(r)
+        if quantity == "held_out":
+            curves = r.extras.get("held_out") or {}
+            if "steps" not in curves:
+                continue
+            for key, style, what in (("train_loss", "--", "training set"), ("held_out_loss", "-", "held out")):
+                if key in curves:
+                    ax.plot(curves["steps"], curves[key], color=color, linestyle=style, lw=1.5,
+                            label=f"{name}: {what}")
+                    drawn += [v for v in curves[key] if v == v]
+            continue
+        values = list(r.warmup_losses) + list(r.losses) if quantity == "loss" else list(r.grad_norms)
+        if not values:
+            continue
+        steps = _steps_axis(r, len(values))
+        finite = [(s, v) for s, v in zip(steps, values) if v == v and abs(v) != float("inf")]
+        ax.plot([s for s, _ in finite], [v for _, v in finite], color=color, lw=1.2, label=name)
+        drawn += [v for _, v in finite]
+        if r.status == "diverged" and finite:
+            s, v = finite[-1]
+            ax.plot([s], [v], marker="x", color=color, ms=9, mew=2)
+            ax.annotate("NaN next", (s, v), xytext=(6, -4), textcoords="offset points", fontsize=_SMALL,
+                        color=color, ha="left", va="top")
+        spec = r.config.clip_spec
+        if quantity == "grad_norm" and spec and spec[0] == "global_norm":
+            ax.axhline(spec[1], color=color, linestyle=":", lw=1.2)
+            ax.text(0.995, spec[1], f"clip threshold {spec[1]:g}", transform=ax.get_yaxis_transform(),
+                    ha="right", va="top", fontsize=_SMALL, color=color)
+    if not drawn:
+        _message(ax, "nothing to draw: " + ("run with grad_norms=True" if quantity == "grad_norm"
+                                            else "no finished steps"))
+        return
+    positive = [v for v in drawn if v > 0]
+    if positive and max(positive) / min(positive) > 100:
+        ax.set_yscale("log")
+    ax.set_xlabel("training step")
+    ax.set_ylabel(CURVES[quantity])
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=_SMALL, frameon=False)
+
+
+def lr_sweep_png(sweeps: Sequence[Any], *, width_in: float = 9.0, height_in: float = 4.0, dpi: float = 96) -> bytes:
+    """``draw_lr_sweep`` as PNG bytes.
+
+    Example:
+        >>> lr_sweep_png([])[:4]
+        b'\\x89PNG'
+    """
+    fig = Figure(figsize=(width_in, height_in), dpi=dpi, layout="constrained")
+    draw_lr_sweep(fig.subplots(), sweeps)
+    return figure_png(fig)
+
+
+def curves_png(results: Sequence[RunResult], quantities: Sequence[str] = ("loss", "grad_norm"), *,
+               width_in: float = 9.0, panel_height_in: float = 2.8, dpi: float = 96) -> bytes:
+    """``draw_curves`` for each quantity, stacked, sharing the step axis, as PNG bytes.
+
+    Raises:
+        ValueError: for no quantities or an unknown one.
+
+    Example:
+        >>> curves_png([], ["loss"])[:4]
+        b'\\x89PNG'
+    """
+    if not quantities:
+        raise ValueError("quantities=() is not allowed; name at least one of " + ", ".join(map(repr, CURVES)))
+    for q in quantities:
+        if q not in CURVES:
+            raise ValueError(f"quantity={q!r} is not allowed; one of {', '.join(map(repr, CURVES))}")
+    fig = Figure(figsize=(width_in, panel_height_in * len(quantities)), dpi=dpi, layout="constrained")
+    axes = fig.subplots(len(quantities), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, q in zip(axes, quantities):
+        draw_curves(ax, results, q)
+    for ax in axes[:-1]:
+        ax.set_xlabel("")                 # the shared step axis is labelled once, at the bottom
     return figure_png(fig)

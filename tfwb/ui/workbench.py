@@ -133,6 +133,10 @@ class Workbench:
         background (bool | None, default None): whether a click trains on a background
             thread (``wait()`` joins it); ``None``: yes inside a Jupyter kernel, where
             the Stop button and kernel interrupts need it, else no.
+        logdir (str | PathLike | None, default None): a TensorBoard log folder; each run
+            writes its scalars (``tfwb.tf.tensorboard.Scalars``) to ``logdir/NN-<label or
+            changes>`` (``NN`` its number in ``results``). Needs a runner that takes
+            ``observers`` (``tfwb.run`` does).
 
     Attributes:
         widget: the root ``VBox`` (CSS class ``tfwb-workbench``); a bare ``wb`` at the
@@ -147,7 +151,8 @@ class Workbench:
 
     Raises:
         ValueError: when ``history_path`` exists but a line cannot be read (from
-            ``tfwb.load_results``; the message names the file and line).
+            ``tfwb.load_results``; the message names the file and line), or ``logdir``
+            cannot be created or written (before any run).
 
     Example:
         >>> wb = Workbench(RunConfig(steps=20), history_path="runs.jsonl")  # doctest: +SKIP
@@ -158,9 +163,15 @@ class Workbench:
     def __init__(self, baseline: Optional[RunConfig] = None,
                  history_path: "str | os.PathLike | None" = None, *,
                  runner: Optional[Runner] = None, resume: bool = True,
-                 hardware: Optional[dict] = None, background: Optional[bool] = None) -> None:
+                 hardware: Optional[dict] = None, background: Optional[bool] = None,
+                 logdir: "str | os.PathLike | None" = None) -> None:
         if baseline is not None and not isinstance(baseline, RunConfig):
             raise ValueError(f"baseline must be a RunConfig, got {type(baseline).__name__}")
+        self.logdir: Optional[str] = None
+        if logdir is not None:
+            from ..tf.tensorboard import check_logdir    # TensorFlow loads here (tf.summary writes the logs)
+
+            self.logdir = check_logdir(logdir)
         self.baseline: RunConfig = baseline if baseline is not None else RunConfig()
         self.history_path: Optional[str] = os.fspath(history_path) if history_path is not None else None
         self.hardware: dict = dict(hardware) if hardware is not None else _default_hardware()
@@ -492,7 +503,7 @@ class Workbench:
                 runner = tfwb.run
             kwargs: Dict[str, Any] = {"progress": self._on_progress}
             if _accepts(runner, "observers"):
-                kwargs["observers"] = (flag,)
+                kwargs["observers"] = (flag,) + self._scalars(cfg)
             result = runner(cfg, **kwargs)
             if not isinstance(result, RunResult):
                 raise TypeError(f"the runner returned {type(result).__name__}, not a RunResult")
@@ -504,6 +515,15 @@ class Workbench:
         except Exception as e:  # shown in the widget and recorded, not lost in a log console
             return RunResult(config=cfg, status="failed", error=f"{type(e).__name__}: {e}",
                              started_at=_now_iso(), run_id=uuid.uuid4().hex)
+
+    def _scalars(self, cfg: RunConfig) -> tuple:
+        """The TensorBoard observer for the next run (none without ``logdir``)."""
+        if self.logdir is None:
+            return ()
+        from ..tf.tensorboard import Scalars, run_name
+
+        what = cfg.label or "_".join(report.short_changes(cfg, self.baseline)) or "baseline"
+        return (Scalars(self.logdir, name=f"{len(self.results) + 1:02d}-{run_name(what)}"),)
 
     def _finish_result(self, result: RunResult, flag: StopFlag) -> RunResult:
         """A run the user stopped is ``"interrupted"``, with how and after how many steps.

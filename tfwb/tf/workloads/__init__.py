@@ -8,6 +8,7 @@ imports it only when a run uses it.
 - ``images``: a small CNN on PNG shards read from disk: every input knob applies.
 - ``mlp``: a deep, narrow MLP on rows in memory: many small ops per step.
 - ``text``: a small transformer classifier on generated token sequences (Tensor-Core-shaped).
+- ``cifar10``: a small CNN on CIFAR-10 (keras.datasets, cached on disk), or generated images offline.
 """
 from typing import Any, Mapping
 

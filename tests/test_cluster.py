@@ -1,0 +1,373 @@
+"""Multi-worker training on TensorFlow's own runtime: TF_CONFIG, the local cluster, failures.
+
+The expensive tests start real worker processes (each imports TensorFlow): the loss
+equivalence of one device, two mirrored replicas and a two-worker cluster; a worker
+killed mid-run; a hung worker (slow); Ctrl-C during start; and a two-worker cluster
+across two network namespaces joined by a veth pair (slow; skipped where namespaces
+are not allowed).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+
+import pytest
+
+from tfwb import RunConfig, tfconfig
+from tfwb.records import RunResult, append_result, load_results
+
+#: The largest difference allowed between per-step losses of one device and of two replicas or
+#: two workers. They train on the same global batches; only the order of float32 sums differs
+#: (the all-reduce adds two halves): measured differences are about 2e-7 on losses near 2.
+LOSS_TOLERANCE = 1e-5
+
+
+def small(**kw) -> RunConfig:
+    base = dict(workload="mlp", size="small", batch_size=64, steps=6, warmup_steps=1, seed=0,
+                data_source="files", sample_interval_s=0.5)
+    base.update(kw)
+    return RunConfig(**base)
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` is a live process (a zombie counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def assert_cluster_gone(result: RunResult) -> None:
+    facts = result.extras["cluster"]
+    assert facts["pids"], facts
+    assert not [p for p in facts["pids"] if alive(p)], f"worker processes left: {facts['pids']}"
+    ports = [tfconfig.split_address(a)[1] for a in facts["addresses"]]
+    assert all(tfconfig.port_free(p) for p in ports), f"ports still taken: {ports}"
+
+
+# -- TF_CONFIG (pure) -------------------------------------------------------------------------------
+def test_tf_config_parsed_and_checked():
+    tfc = tfconfig.parse(json.dumps({"cluster": {"worker": ["a:1", "b:2"], "ps": ["c:3"]},
+                                     "task": {"type": "worker", "index": 1}}))
+    assert (tfc.address, tfc.num_workers, tfc.is_chief) == ("b:2", 2, False)
+    assert tfconfig.parse(tfc.to_json()) == tfc
+    chief = tfconfig.parse('{"cluster": {"chief": ["a:1"], "worker": ["b:2"]}, "task": {"type": "chief"}}')
+    assert chief.is_chief and chief.num_workers == 2
+
+
+@pytest.mark.parametrize("text, says", [
+    ("", "it is empty"),
+    ("{not json", "not JSON"),
+    ("[1, 2]", "not an object"),
+    ('{"cluster": {"worker": ["a:1"]}}', "'task' must be an object"),
+    ('{"cluster": {}, "task": {"type": "worker", "index": 0}}', "'cluster' must be an object"),
+    ('{"cluster": {"gpu": ["a:1"]}, "task": {"type": "gpu", "index": 0}}', "job 'gpu' is unknown"),
+    ('{"cluster": {"worker": ["a"]}, "task": {"type": "worker", "index": 0}}', "'a' is not 'host:port'"),
+    ('{"cluster": {"worker": ["a:0"]}, "task": {"type": "worker", "index": 0}}', "port in 1..65535"),
+    ('{"cluster": {"worker": ["a:1", "a:1"]}, "task": {"type": "worker", "index": 0}}', "given twice"),
+    ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 1}}', "task index 1 is outside"),
+    ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "chief", "index": 0}}', "task type 'chief' is not"),
+    ('{"cluster": {"ps": ["a:1"]}, "task": {"type": "ps", "index": 0}}', "no 'worker'"),
+    ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker"}, "extra": 1}', "unknown key(s) 'extra'"),
+])
+def test_malformed_tf_config_is_a_clear_error(text, says):
+    with pytest.raises(ValueError) as info:
+        tfconfig.parse(text)
+    assert "TF_CONFIG is malformed" in str(info.value) and says in str(info.value), str(info.value)
+    assert "Expected JSON like" in str(info.value)
+
+
+def test_free_ports_are_distinct_and_a_listening_port_is_taken():
+    ports = tfconfig.free_ports(3)
+    assert len(set(ports)) == 3 and all(tfconfig.port_free(p) for p in ports)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        taken = s.getsockname()[1]
+        assert not tfconfig.port_free(taken)
+        tfc = tfconfig.local(2, ports=[ports[0], taken])[1]
+        with pytest.raises(ValueError) as info:
+            tfconfig.check_own_port(tfc)
+    assert f"port {taken} of worker 1 of 2" in str(info.value) and "already in use" in str(info.value)
+
+
+def test_local_cluster_configs():
+    tfcs = tfconfig.local(3)
+    assert [t.task_index for t in tfcs] == [0, 1, 2] and tfcs[0].is_chief and not tfcs[1].is_chief
+    assert len({t.address for t in tfcs}) == 3 and all(t.address.startswith("localhost:") for t in tfcs)
+    assert all(t.cluster == tfcs[0].cluster for t in tfcs)
+    with pytest.raises(ValueError, match="workers=0 is not allowed"):
+        tfconfig.local(0)
+
+
+@pytest.mark.parametrize("workers", [0, 17, -1])
+def test_workers_knob_bounds(workers):
+    with pytest.raises(ValueError) as info:
+        RunConfig(strategy="multi_worker", workers=workers)
+    assert f"workers={workers}" in str(info.value)
+
+
+# -- bad requests: refused before any process starts -------------------------------------------------
+tf = pytest.importorskip("tensorflow")
+import tfwb.tf.cluster as cluster  # noqa: E402
+import tfwb.tf.train as train  # noqa: E402
+from tfwb.observers import Observer  # noqa: E402
+from tfwb.workloads import register_workload, unregister_workload  # noqa: E402
+
+
+def children() -> list:
+    import psutil
+
+    return [p for p in psutil.Process().children(recursive=True) if p.is_running()
+            and p.status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.mark.tf
+def test_more_workers_than_cores_fails_before_any_process_starts():
+    cores = len(os.sched_getaffinity(0))
+    before = children()
+    r = train.run(small(strategy="multi_worker", workers=cores + 1))
+    assert r.status == "failed" and r.replicas is None
+    assert f"workers={cores + 1} is more than this machine can host" in r.error
+    assert f"use workers <= {cores}" in r.error
+    assert children() == before
+    with pytest.raises(ValueError):
+        train.run(small(strategy="multi_worker", workers=cores + 1), raise_errors=True)
+
+
+@pytest.mark.tf
+def test_more_mirrored_replicas_than_cores_is_an_error_not_a_cut():
+    cores = len(os.sched_getaffinity(0))
+    r = train.run(small(strategy="mirrored", replicas=cores + 1))
+    assert r.status == "failed" and not r.step_times_s
+    assert f"replicas={cores + 1} is more than this machine can host" in r.error
+
+
+@pytest.mark.tf
+def test_unreachable_workload_dataset_and_uneven_batch_are_refused():
+    register_workload("test-cluster-lambda", model_fn=lambda cfg: None, data_fn=lambda cfg: None)
+    try:
+        r = train.run(small(workload="test-cluster-lambda", strategy="multi_worker"))
+    finally:
+        unregister_workload("test-cluster-lambda")
+    assert r.status == "failed" and "'module:attribute' strings" in r.error
+    r = train.run(small(strategy="multi_worker"), dataset=tf.data.Dataset.range(3))
+    assert r.status == "failed" and "dataset object does not cross processes" in r.error
+    r = train.run(small(strategy="multi_worker", batch_size=63))
+    assert r.status == "failed" and "batch_size=63 must be a multiple of the 2 replicas" in r.error
+
+
+@pytest.mark.tf
+def test_a_workload_named_by_module_attribute_reaches_the_workers():
+    import keras
+
+    register_workload("test-cluster-ref", model_fn="tfwb.tf.workloads.mlp:model",
+                      data_fn="tfwb.tf.workloads.mlp:data",
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    try:
+        spec = cluster.workload_spec("test-cluster-ref")
+    finally:
+        unregister_workload("test-cluster-ref")
+    assert spec["model_fn"] == "tfwb.tf.workloads.mlp:model" and spec["loss"] is not None
+    json.dumps(spec)                                  # it travels as JSON
+    cluster.register_spec(spec)                       # what a worker does with it
+    try:
+        RunConfig(workload="test-cluster-ref")
+    finally:
+        unregister_workload("test-cluster-ref")
+    assert cluster.workload_spec("mlp") is None       # built-ins need nothing
+
+
+@pytest.mark.tf
+def test_inside_a_worker_multi_worker_is_a_clear_error():
+    # A fresh process: TF_CONFIG set (a worker), and TensorFlow already started by the user's code.
+    code = textwrap.dedent("""
+        import json, os
+        os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": ["localhost:1", "localhost:2"]},
+                                              "task": {"type": "worker", "index": 1}})
+        import tensorflow as tf
+        tf.constant(1.0) + 1
+        from tfwb import RunConfig
+        import tfwb.tf.cluster as cluster, tfwb.tf.train as train
+        cfg = RunConfig(workload="mlp", size="small", strategy="multi_worker", steps=1, warmup_steps=0)
+        r = cluster.run_local_cluster(cfg)
+        print("CLUSTER", r.status, r.error)
+        r = train.run(cfg)
+        print("RUN", r.status, r.error)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = dict(line.split(" ", 1) for line in out.stdout.splitlines() if line.startswith(("CLUSTER", "RUN")))
+    assert lines["CLUSTER"].startswith("failed") and "already a worker of a cluster" in lines["CLUSTER"]
+    assert "worker 1 of 2 (localhost:2)" in lines["CLUSTER"]
+    assert lines["RUN"].startswith("failed") and "must come before any other TensorFlow work" in lines["RUN"]
+
+
+# -- correctness: the same losses on one device, two replicas and two workers ----------------------------
+@pytest.mark.tf
+def test_mirrored_and_multi_worker_match_one_device_step_for_step():
+    one = train.run(small(strategy="default"))
+    two = train.run(small(strategy="mirrored", replicas=2))
+    cl = train.run(small(strategy="multi_worker", workers=2))
+    for r in (one, two, cl):
+        assert r.status == "ok", r.error
+    assert (one.replicas, two.replicas, cl.replicas) == (1, 2, 2)
+    assert (one.per_replica_batch, two.per_replica_batch, cl.per_replica_batch) == (64, 32, 32)
+    ref = one.warmup_losses + one.losses
+    for r in (two, cl):
+        got = r.warmup_losses + r.losses
+        assert len(got) == len(ref) == 7
+        largest = max(abs(a - b) for a, b in zip(got, ref))
+        assert largest <= LOSS_TOLERANCE, (r.config.strategy, largest, got, ref)
+    facts = cl.extras["cluster"]
+    assert facts["losses_identical"] is True and facts["largest_loss_difference"] == 0.0
+    assert len(facts["worker_step_times_s"]) == 2 and all(len(t) == 6 for t in facts["worker_step_times_s"])
+    assert facts["start_s"] > 0 and cl.setup_s == facts["start_s"]
+    assert cl.extras["distribution"]["auto_shard_policy"] == "DATA"
+    assert any("auto-shard policy DATA" in n for n in cl.notes)
+    assert any("global batch 64 = 2 replica(s) x 32" in n for n in two.notes + cl.notes)
+    assert cl.config == small(strategy="multi_worker", workers=2)
+    assert RunResult.from_json(cl.to_json()) == cl
+    assert_cluster_gone(cl)
+
+
+@pytest.mark.tf
+@pytest.mark.slow
+def test_parameter_server_trains_keras_3_on_a_local_chief_workers_and_ps():
+    r = train.run(small(strategy="parameter_server", workers=2, steps=8))
+    assert r.status == "ok", r.error
+    assert len(r.losses) == 8 and all(0 < v < 10 for v in r.losses)
+    assert r.replicas == 1 and r.extras["distribution"]["workers"] == 2
+    facts = r.extras["cluster"]
+    assert facts["tasks"] == ["the chief", "worker 0", "worker 1", "ps 0"]
+    assert facts["exit_codes"][0] == 0                 # the chief ended by itself; the servers were stopped
+    assert any("one step in flight at a time" in n for n in r.notes)
+    assert_cluster_gone(r)
+
+
+# -- failures: a crash, a hang, an interrupt ---------------------------------------------------------------
+class Saboteur(Observer):
+    """Runs in the parent on the chief's reported steps: at ``step`` sends ``sig`` to worker 1."""
+
+    def __init__(self, sig: int, step: int = 3) -> None:
+        self.sig, self.step, self.sent_at = sig, step, None
+
+    def on_step_end(self, run, step):
+        if step == self.step and self.sent_at is None:
+            pid = run.extras["cluster"]["pids"][1]
+            self.sent_at = time.perf_counter()
+            os.kill(pid, self.sig)
+
+
+@pytest.mark.tf
+def test_a_worker_killed_mid_run_fails_the_run_at_once_and_leaves_nothing(tmp_path):
+    history = tmp_path / "runs.jsonl"
+    earlier = RunResult(config=small(), step_times_s=[0.01], losses=[1.0], examples_per_step=64)
+    append_result(history, earlier)
+    saboteur = Saboteur(signal.SIGKILL)
+    r = train.run(small(strategy="multi_worker", steps=2000), observers=[saboteur])
+    seen_after_s = time.perf_counter() - saboteur.sent_at
+    append_result(history, r)
+    assert r.status == "failed", r.error
+    assert "worker 1 (pid" in r.error and "was killed by SIGKILL after" in r.error, r.error
+    assert "Every worker process was stopped" in r.error
+    # Seen by the crash watch, not the hang timeout (60 s): a bounded time, whatever the machine.
+    assert seen_after_s < cluster.STEP_TIMEOUT_S, seen_after_s
+    assert len(r.warmup_losses) + len(r.losses) >= 4           # the chief's steps before the kill are kept
+    assert_cluster_gone(r)
+    assert [x.status for x in load_results(history)] == ["ok", "failed"]   # earlier history intact
+
+
+@pytest.mark.tf
+@pytest.mark.slow
+def test_a_hung_worker_fails_the_run_after_the_step_timeout():
+    r = cluster.run_local_cluster(small(strategy="multi_worker", steps=2000),
+                                  observers=[Saboteur(signal.SIGSTOP)], step_timeout_s=5)
+    assert r.status == "failed", r.error
+    assert "reported no step for step_timeout_s=5 s" in r.error
+    assert "worker 1 (pid" in r.error and "is stopped" in r.error, r.error
+    assert_cluster_gone(r)
+
+
+@pytest.mark.tf
+def test_ctrl_c_while_the_cluster_starts_stops_every_worker():
+    main = threading.get_ident()
+    assert main == threading.main_thread().ident
+    timer = threading.Timer(1.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        r = train.run(small(strategy="multi_worker"))
+    finally:
+        timer.cancel()
+    assert r.status == "interrupted" and "every worker process was stopped" in r.error
+    assert_cluster_gone(r)
+
+
+# -- a second host for real: two network namespaces joined by a veth pair ---------------------------------------
+def _ip(*args, check=True):
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check, timeout=30)
+
+
+@pytest.fixture
+def two_hosts():
+    """Two network namespaces, ``10.213.x.1`` and ``10.213.x.2`` on a veth pair, nothing else (no loopback route
+    between them). Removed afterwards."""
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        pytest.skip("two network namespaces need root and iproute2's ip: not allowed here")
+    tag = uuid.uuid4().hex[:6]
+    a, b = f"tfwb-a-{tag}", f"tfwb-b-{tag}"
+    net = 10 + int(tag[:2], 16) % 200
+    hosts = (f"10.213.{net}.1", f"10.213.{net}.2")
+    probe = _ip("netns", "add", a, check=False)
+    if probe.returncode != 0:
+        pytest.skip(f"ip netns is not allowed here: {probe.stderr.strip()}")
+    try:
+        _ip("netns", "add", b)
+        _ip("link", "add", f"va{tag}", "type", "veth", "peer", "name", f"vb{tag}")
+        for ns, dev, host in ((a, f"va{tag}", hosts[0]), (b, f"vb{tag}", hosts[1])):
+            _ip("link", "set", dev, "netns", ns)
+            _ip("-n", ns, "addr", "add", f"{host}/24", "dev", dev)
+            _ip("-n", ns, "link", "set", dev, "up")
+            _ip("-n", ns, "link", "set", "lo", "up")
+        yield (a, b), hosts
+    finally:
+        _ip("netns", "del", a, check=False)
+        _ip("netns", "del", b, check=False)
+
+
+@pytest.mark.tf
+@pytest.mark.slow
+def test_two_workers_across_two_network_namespaces(two_hosts, tmp_path):
+    (ns_a, ns_b), hosts = two_hosts
+    cluster_spec = {"worker": [f"{hosts[0]}:23456", f"{hosts[1]}:23456"]}
+    knobs = ["--workload", "mlp", "--size", "small", "--batch-size", "64", "--steps", "4", "--warmup-steps", "1"]
+    procs = []
+    for i, ns in enumerate((ns_a, ns_b)):
+        env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster_spec, "task": {"type": "worker", "index": i}})}
+        procs.append(subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-m", "tfwb", "worker", *knobs,
+                                       "--result", str(tmp_path / f"w{i}.json")],
+                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    try:
+        outs = [p.communicate(timeout=240) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-2000:]
+    results = [RunResult.from_json((tmp_path / f"w{i}.json").read_text()) for i in range(2)]
+    assert all(r.ok and r.replicas == 2 for r in results)
+    assert results[0].losses == results[1].losses and len(results[0].losses) == 4
+    devices = ["/job:worker/replica:0/task:0/device:CPU:0", "/job:worker/replica:0/task:1/device:CPU:0"]
+    assert [sorted(r.fingerprint["logical_devices"]) for r in results] == [devices, devices]
+    # Each namespace has only its own address: the cluster can only have formed over the veth pair.
+    assert hosts[1] not in _ip("-n", ns_a, "-o", "addr").stdout

@@ -1,0 +1,415 @@
+"""The sweep (tfwb.sweep): the space is checked against the knob table, successive halving prunes
+by speed among the candidates that train correctly, the finalists are compared noise-aware, every
+finished run reaches the history at once (so Ctrl-C loses nothing and resume goes on), and
+`python -m tfwb sweep` refuses bad input with exit 2. A fake runner stands in for tfwb.run, except
+in one tiny real sweep."""
+import json
+import math
+import os
+import re
+
+import pytest
+
+import tfwb
+from tfwb import RunConfig, RunResult
+from tfwb.__main__ import allowed_text, main, option
+from tfwb.config import KNOBS
+from tfwb.hardware import DESCRIBED
+from tfwb.records import load_results
+from tfwb.sweep import (FAILED, FINALIST, FIXED_KNOBS, PROMOTED, SLOWER, WINNER, WORSE, SweepProgress,
+                        check_space, candidates, default_space, exhaustive, final_loss, rung_steps, run_key,
+                        sweep)
+from tfwb.sweep_cli import OUT_FILES, TerminalBar, parse_knob
+
+BASE = RunConfig(workload="images", size="small", warmup_steps=1)
+
+
+def step_time(cfg):
+    """A made-up machine: cache halves the step, prefetch saves 20 %, XLA and float16 cost."""
+    t = 0.1
+    t *= 0.8 if cfg.prefetch else 1.0
+    t *= 0.5 if cfg.cache else 1.0
+    t *= 1.3 if cfg.jit_compile else 1.0
+    t *= 1.6 if cfg.mixed_precision == "mixed_float16" else 1.0
+    return t
+
+
+class FakeRunner:
+    """``runner(cfg, progress=cb)``: times from ``time_fn``, a loss falling towards ``end_loss_fn(cfg)``.
+
+    ``fail_if`` / ``interrupt_at`` (1-based call number, raising KeyboardInterrupt) /
+    ``interrupted_at`` (returning status "interrupted") simulate what tfwb.run can do.
+    """
+
+    def __init__(self, time_fn=step_time, end_loss_fn=lambda cfg: 1.0, fail_if=lambda cfg: False,
+                 interrupt_at=None, interrupted_at=None, jitter=0.01):
+        self.time_fn, self.end_loss_fn, self.fail_if = time_fn, end_loss_fn, fail_if
+        self.interrupt_at, self.interrupted_at, self.jitter = interrupt_at, interrupted_at, jitter
+        self.configs = []
+
+    def __call__(self, cfg, progress=None):
+        self.configs.append(cfg)
+        n = len(self.configs)
+        if n == self.interrupt_at:
+            raise KeyboardInterrupt
+        total = cfg.warmup_steps + cfg.steps
+        for done in range(1, total + 1):
+            if progress is not None:
+                progress(done, total)
+        if n == self.interrupted_at:
+            return RunResult(config=cfg, status="interrupted", error="interrupted by the user",
+                             step_times_s=[0.1] * 2, losses=[2.0] * 2)
+        if self.fail_if(cfg):
+            return RunResult(config=cfg, status="failed", error="ResourceExhaustedError: out of memory")
+        t = self.time_fn(cfg)
+        end = self.end_loss_fn(cfg)
+        losses = [end + 1.3 * 0.8 ** (i + 1) for i in range(cfg.steps)]   # step i's loss, however long the run
+        times = [t * (1 + self.jitter * ((i % 3) - 1)) for i in range(cfg.steps)]
+        return RunResult(config=cfg, step_times_s=times, input_wait_s=[0.0] * cfg.steps, losses=losses,
+                         examples_per_step=cfg.batch_size)
+
+
+SPACE = {"prefetch": [False, True], "cache": [False, True], "jit_compile": [False, True]}
+
+
+# -- the space ------------------------------------------------------------------------------------------
+def test_default_space_holds_only_knobs_the_workload_honours():
+    assert set(default_space("images")) == {"prefetch", "parallel_map", "cache", "mixed_precision", "jit_compile"}
+    assert "parallel_map" not in default_space("mlp")
+    for name, values in default_space("images").items():
+        for v in values:
+            KNOBS[name].check(name, v)
+
+
+@pytest.mark.parametrize("space, words", [
+    ({"bogus": [1]}, ["knob 'bogus' is not a RunConfig field", "prefetch", "mixed_precision"]),
+    ({"prefetch": ["maybe"]}, ["prefetch='maybe' is not allowed", "True or False"]),
+    ({"mixed_precision": ["float8"]}, ["mixed_precision='float8'", "'mixed_bfloat16'"]),
+    ({"steps_per_execution": [0]}, ["steps_per_execution=0", ">= 1"]),
+    ({"steps": [10, 20]}, ["'steps' cannot be swept", "rung"]),
+    ({"prefetch": []}, ["space['prefetch'] is empty"]),
+    ({"prefetch": "true"}, ["give a list of values"]),
+    ({}, ["non-empty mapping"]),
+])
+def test_bad_space_raises_naming_knob_value_and_allowed(space, words):
+    with pytest.raises(ValueError) as exc:
+        check_space(space, "images")
+    for w in words:
+        assert w in str(exc.value), (w, str(exc.value))
+
+
+def test_knob_the_workload_ignores_is_refused_and_every_fixed_knob_too():
+    with pytest.raises(ValueError, match="'interleave' does not apply to workload 'mlp'"):
+        check_space({"interleave": [False, True]}, "mlp")
+    for name in FIXED_KNOBS:
+        with pytest.raises(ValueError, match=f"'{name}' cannot be swept"):
+            check_space({name: [getattr(BASE, name)]}, "images")
+
+
+def test_space_values_are_deduplicated_in_order_and_combinations_refused_are_skipped():
+    assert check_space({"prefetch": [True, False, True]}) == {"prefetch": (True, False)}
+    base = BASE.replace(execution="eager")
+    cands, skipped = candidates(base, {"jit_compile": (False, True), "prefetch": (False, True)})
+    assert [c.changes for c in cands] == [{}, {"prefetch": True}]
+    assert len(skipped) == 2 and all("jit_compile=True is not allowed with execution='eager'" in why
+                                     for _, why in skipped)
+    assert cands[0].label == "naive" and cands[1].label == "prefetch"
+
+
+def test_rung_steps_grow_by_eta_in_whole_calls():
+    assert rung_steps(10, 3, 3) == (10, 30, 90)
+    assert rung_steps(5, 2, 3, multiple=4) == (8, 12, 20)
+
+
+def test_final_loss_is_the_mean_of_the_last_quarter_and_nan_when_not_finite():
+    assert final_loss(RunResult(config=BASE, losses=[8, 6, 4, 2, 1, 1, 1, 1])) == 1.0
+    assert math.isnan(final_loss(RunResult(config=BASE, losses=[1.0, float("nan")])))
+    assert final_loss(RunResult(config=BASE)) is None
+
+
+# -- successive halving ---------------------------------------------------------------------------------
+def test_rungs_keep_the_fastest_third_and_the_winner_is_the_fastest():
+    runner = FakeRunner()
+    r = sweep(BASE, SPACE, min_steps=6, eta=3, rungs=3, runner=runner)
+    assert r.finished and r.rung_steps == (6, 18, 54)
+    by = {t.label: t for t in r.trials}
+    assert r.winner is by["prefetch, cache"] and r.winner.status == WINNER
+    # rung 0: 8 candidates (the naive one among them), ceil(8/3) = 3 go on; rung 1: ceil(3/3) = 1.
+    assert sorted(t.label for t in r.trials if t.outcome.get(0) == PROMOTED) == [
+        "cache", "prefetch, cache", "prefetch, cache, jit_compile"]
+    assert [t.label for t in r.trials if t.outcome.get(1) == PROMOTED] == ["prefetch, cache"]
+    slow = by["jit_compile"]
+    assert slow.outcome == {0: SLOWER} and "rank" in slow.reason[0]
+    # Every run the runner made had its rung's steps, and each configuration ran once per rung.
+    assert sorted({c.steps for c in runner.configs}) == [6, 18, 54]
+    keys = [run_key(c) for c in runner.configs]
+    assert len(keys) == len(set(keys)) == r.runs == 1 + 8 + 3 + 1   # the naive run of 54 steps first
+    assert r.speedup.verdict == "faster" and r.speedup.speedup == pytest.approx(2.5, rel=0.02)
+
+
+def test_a_candidate_that_trains_worse_is_pruned_even_when_fastest_and_tolerance_decides():
+    worse = FakeRunner(end_loss_fn=lambda cfg: 1.3 if cfg.cache else 1.0)     # final loss +30 % with cache
+    r = sweep(BASE, SPACE, min_steps=6, rungs=2, runner=worse)
+    assert all(t.status == WORSE for t in r.trials if t.config.cache)
+    t = next(t for t in r.trials if t.label == "prefetch, cache")
+    assert "vs the naive run's" in t.reason[0] and "> 10% of its starting loss 2.04" in t.reason[0]
+    assert r.winner.label == "prefetch"
+    lenient = sweep(BASE, SPACE, min_steps=6, rungs=2, loss_tolerance=0.5, runner=worse)
+    assert lenient.winner.label == "prefetch, cache"
+
+
+def test_the_allowance_is_a_share_of_the_starting_loss_not_of_a_final_loss_near_zero():
+    # Final losses near zero: a +50 % relative difference is 0.005 in loss, far inside 10 % of 2.3.
+    near_zero = FakeRunner(end_loss_fn=lambda cfg: 0.015 if cfg.cache else 0.01)
+    r = sweep(BASE, SPACE, min_steps=40, rungs=1, runner=near_zero)
+    assert not any(t.status == WORSE for t in r.trials) and r.winner.label == "prefetch, cache"
+
+
+def test_failed_and_diverged_runs_are_pruned_with_their_error():
+    runner = FakeRunner(fail_if=lambda cfg: cfg.jit_compile,
+                        end_loss_fn=lambda cfg: math.nan if cfg.cache and not cfg.prefetch else 1.0)
+    r = sweep(BASE, SPACE, min_steps=6, rungs=2, runner=runner)
+    by = {t.label: t for t in r.trials}
+    assert by["jit_compile"].status == FAILED and "out of memory" in by["jit_compile"].reason[0]
+    assert by["cache"].status == WORSE and "not finite" in by["cache"].reason[0]
+    assert r.winner.label == "prefetch, cache"
+
+
+def test_the_final_comparison_calls_near_equal_finalists_tied():
+    near = FakeRunner(time_fn=lambda cfg: step_time(cfg.replace(jit_compile=False)) * (1.02 if cfg.jit_compile else 1))
+    r = sweep(BASE, SPACE, min_steps=6, eta=2, rungs=2, runner=near)
+    assert r.winner.label == "prefetch, cache"
+    tied = [t.label for t in r.tied]
+    assert tied == ["prefetch, cache, jit_compile"]
+    assert "tied with the winner" in r.tied[0].reason[1]
+    others = [t for t in r.finalists if t is not r.winner and t not in r.tied]
+    assert all("the winner is" in t.reason[1] for t in others)
+    assert all(t.status == FINALIST for t in r.finalists[1:])
+
+
+def test_when_the_naive_run_fails_nothing_is_judged():
+    r = sweep(BASE, SPACE, min_steps=6, rungs=2, runner=FakeRunner(fail_if=lambda cfg: cfg.label == "naive"))
+    assert r.error and "the naive run did not finish" in r.error and r.winner is None
+    assert "The sweep stopped" in r.summary()
+
+
+def test_bad_search_settings_raise_naming_the_setting():
+    for kw, name in (({"eta": 1}, "eta"), ({"rungs": 0}, "rungs"), ({"min_steps": 0}, "min_steps"),
+                     ({"loss_tolerance": -0.1}, "loss_tolerance")):
+        with pytest.raises(ValueError, match=name):
+            sweep(BASE, SPACE, runner=FakeRunner(), **kw)
+
+
+# -- history, interrupt, resume --------------------------------------------------------------------------
+def test_every_run_is_in_the_history_and_resume_reuses_them(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    first = sweep(BASE, SPACE, min_steps=6, rungs=2, runner=FakeRunner(), history=path)
+    assert len(load_results(path)) == first.runs
+    with pytest.raises(ValueError, match="already holds .* runs; pass resume=True"):
+        sweep(BASE, SPACE, min_steps=6, rungs=2, runner=FakeRunner(), history=path)
+    untouched = FakeRunner(fail_if=lambda cfg: pytest.fail(f"ran {cfg.label} again"))
+    again = sweep(BASE, SPACE, min_steps=6, rungs=2, runner=untouched, history=path, resume=True)
+    assert again.runs == 0 and again.reused == first.runs and again.winner.label == first.winner.label
+
+
+@pytest.mark.parametrize("how", ["keyboard_interrupt", "interrupted_status"])
+def test_an_interrupted_sweep_keeps_every_finished_run_and_resumes(tmp_path, how):
+    path = tmp_path / "runs.jsonl"
+    kw = {"interrupt_at": 5} if how == "keyboard_interrupt" else {"interrupted_at": 5}
+    stopped = sweep(BASE, SPACE, min_steps=6, rungs=2, runner=FakeRunner(**kw), history=path)
+    assert stopped.interrupted and stopped.winner is None and stopped.runs == 4
+    assert len(load_results(path)) == 4                      # the four finished runs, not the fifth
+    assert "interrupted" in stopped.summary() and str(path) in stopped.summary()
+    rest = FakeRunner()
+    done = sweep(BASE, SPACE, min_steps=6, rungs=2, runner=rest, history=path, resume=True)
+    full = sweep(BASE, SPACE, min_steps=6, rungs=2, runner=FakeRunner())
+    assert done.finished and done.reused == 4 and len(rest.configs) == full.runs - 4
+    assert done.winner.label == full.winner.label
+    assert len(load_results(path)) == full.runs
+
+
+# -- progress and output ---------------------------------------------------------------------------------
+def test_progress_reports_runs_and_steps_and_ends_finished():
+    events = []
+    r = sweep(BASE, SPACE, min_steps=6, rungs=2, runner=FakeRunner(), progress=events.append)
+    assert all(isinstance(e, SweepProgress) for e in events)
+    done = [e.runs_done for e in events]
+    assert done == sorted(done) and events[-1].finished and events[-1].runs_done == r.runs
+    assert all(e.runs_planned >= e.runs_done for e in events)
+    first = next(e for e in events if e.step == 3)
+    assert first.text() == "run 1/11, the naive reference (18 steps): naive: step 3/19"
+    mid = next(e for e in events if e.step == 3 and e.rung == 0)
+    assert re.fullmatch(r"run \d+/\d+, rung 1/2 \(6 steps\): .+: step 3/7", mid.text())
+    assert 0 < mid.fraction < 1
+
+
+def test_result_table_markdown_html_json_and_explanation():
+    r = sweep(BASE, SPACE, min_steps=6, rungs=2, runner=FakeRunner())
+    rows = r.rows()
+    assert len(rows) == len(r.trials) and rows[0]["candidate"] == r.winner.label
+    md = r.markdown(DESCRIBED["binder-2core-avx2"], charts=(("by rung", "rungs.png"),))
+    for t in r.trials:
+        assert f"| {t.label} |" in md
+    assert "![by rung](rungs.png)" in md and "## Why the winner wins" in md
+    assert "<table" in r._repr_html_() and r.winner.label in r._repr_html_()
+    data = json.loads(json.dumps(r.to_dict()))
+    assert data["winner"] == "prefetch, cache" and data["winner_changes"] == {"prefetch": True, "cache": True}
+    why = r.explain(DESCRIBED["binder-2core-avx2"])
+    assert len(why) == 3 and all("Expected:" in line and "Measured:" in line for line in why)
+    assert why[0].startswith("prefetch=True") and "against 'cache'" in why[0]
+    assert why[2].startswith("jit_compile=True instead") and "against the winner" in why[2]
+    assert "Measured: 1.30x slower" in why[2]                  # the fake machine's XLA cost
+    plain = r.explain()                                        # measurements only
+    assert [line.split(" (")[0] for line in plain] == ["prefetch=True", "cache=True", "jit_compile=True instead"]
+    assert all("measured" in line and "Expected" not in line for line in plain)
+
+
+def test_exhaustive_grid_runs_every_candidate_once_at_full_length():
+    runner = FakeRunner()
+    g = exhaustive(BASE, SPACE, steps=20, runner=runner)
+    assert g.best.label == "prefetch, cache" and {c.steps for c in runner.configs} == {20}
+    assert len(runner.configs) == 8
+
+
+def test_charts_draw_every_stage_and_a_message_when_nothing_finished():
+    from matplotlib.figure import Figure
+
+    from tfwb.ui.sweep_charts import draw_finalists, draw_rungs, finalists_png, rungs_png
+
+    runner = FakeRunner(fail_if=lambda cfg: cfg.jit_compile,
+                        end_loss_fn=lambda cfg: 2.0 if cfg.prefetch and not cfg.cache else 1.0)
+    r = sweep(BASE, SPACE, min_steps=6, rungs=2, runner=runner)
+    assert rungs_png(r)[:4] == b"\x89PNG" and finalists_png(r)[:4] == b"\x89PNG"
+    ax = Figure().subplots()
+    draw_rungs(ax, r)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["rung 1\n6 steps", "rung 2\n18 steps"]
+    assert any("winner: prefetch, cache" in t.get_text() for t in ax.texts)
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert {"winner", "pruned: slower", "pruned: trains worse", "failed", "naive (one run of 18 steps)"} <= set(legend)
+    stopped = sweep(BASE, SPACE, min_steps=6, rungs=2, runner=FakeRunner(interrupt_at=2))
+    ax = Figure().subplots()
+    draw_finalists(ax, stopped)
+    assert not ax.axison and "interrupted" in ax.texts[0].get_text()
+
+
+def test_notebook_progress_bar_follows_the_sweep():
+    from tfwb.ui.sweep_progress import STEPS, SweepProgressBar
+
+    bar = SweepProgressBar()
+    sweep(BASE, {"prefetch": [False, True]}, min_steps=3, rungs=1, runner=FakeRunner(), progress=bar)
+    assert bar.bar.value == STEPS and bar.bar.bar_style == "success" and bar.text.value == "done: 2 runs"
+    bar = SweepProgressBar()
+    sweep(BASE, SPACE, min_steps=3, rungs=2, runner=FakeRunner(interrupt_at=3), progress=bar)
+    assert bar.bar.bar_style == "danger" and bar.text.value.startswith("interrupted: 2 runs")
+
+
+def test_import_tfwb_exports_the_sweep_function():
+    assert tfwb.sweep is sweep and "sweep" in tfwb.__all__
+
+
+# -- the command line --------------------------------------------------------------------------------------
+def exit_code_and_err(capsys, argv, runner=None):
+    with pytest.raises(SystemExit) as exc:
+        main(argv, runner=runner)
+    return exc.value.code, " ".join(capsys.readouterr().err.split())
+
+
+def test_parse_knob_spells_values_as_the_options_do():
+    assert parse_knob("--cache=off,memory") == ("cache", (False, True))
+    assert parse_knob("steps-per-execution=1,4") == ("steps_per_execution", (1, 4))
+    assert parse_knob("clip=none,global_norm:1") == ("clip", (None, "global_norm:1"))
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--knob", "prefetch=maybe"], ["'maybe' is not allowed", "prefetch takes true or false"]),
+    (["--knob", "mixed-precision=off,fp8"], ["'fp8' is not allowed", "off, mixed_float16, mixed_bfloat16"]),
+    (["--knob", "bogus=1,2"], ["unknown knob 'bogus'", "prefetch", "jit_compile"]),
+    (["--knob", "seed=0,1"], ["seed cannot be swept"]),
+    (["--knob", "prefetch"], ["write NAME=V1,V2"]),
+    (["--knob", "prefetch=true", "--knob", "prefetch=false"], ["--knob prefetch is given twice"]),
+    (["--workload", "mlp", "--knob", "interleave=true"], ["'interleave' does not apply to workload 'mlp'"]),
+    (["--eta", "1"], ["--eta 1 is not allowed"]),
+    (["--resume", "--force", "--out", "x"], ["--force and --resume"]),
+])
+def test_bad_sweep_options_exit_2_naming_what_is_allowed(capsys, argv, words):
+    runner = FakeRunner(fail_if=lambda cfg: pytest.fail("nothing may run"))
+    code, err = exit_code_and_err(capsys, ["sweep", *argv], runner)
+    assert code == 2
+    for w in words:
+        assert w in err, (w, err)
+    assert "Traceback" not in err
+
+
+def test_sweep_help_lists_every_knob_and_its_allowed_values(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["sweep", "--help"])
+    assert exc.value.code == 0
+    out = "".join(capsys.readouterr().out.split())
+    for name, k in KNOBS.items():
+        assert "".join(option(name).split()) in out, name
+        assert "".join(f"Allowed: {allowed_text(k)}.".split()) in out, name
+    assert "--knobNAME=V1,V2" in out and "Without--knobthesweepsearches:prefetch=false,true" in out
+
+
+def test_out_folder_refused_when_not_empty_unless_force(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    argv = ["sweep", "--size", "small", "--knob", "prefetch=false,true", "--rungs", "1", "--min-steps", "3",
+            "--out", str(out)]
+    code, err = exit_code_and_err(capsys, argv, FakeRunner(fail_if=lambda cfg: pytest.fail("ran")))
+    assert code == 2 and "exists and is not empty" in err and "--force" in err and "--resume" in err
+    (tmp_path / "file").write_text("")
+    code, err = exit_code_and_err(capsys, argv[:-1] + [str(tmp_path / "file")])
+    assert code == 2 and "is a file, not a folder" in err
+    runner = FakeRunner()
+    assert main(argv + ["--force"], runner=runner) == 0
+    assert (out / "notes.txt").read_text() == "mine"                  # --force replaces only its own files
+    assert sorted(os.listdir(out)) == sorted(OUT_FILES + ("notes.txt",))
+    assert len(load_results(out / "runs.jsonl")) == len(runner.configs) == 2
+    report = (out / "report.md").read_text()
+    assert "Winner: prefetch" in report and "![Every candidate by rung](rungs.png)" in report
+    assert (out / "rungs.png").read_bytes()[:4] == b"\x89PNG"
+    printed = capsys.readouterr().out
+    assert "Winner: prefetch" in printed and "report.md" in printed
+
+
+def test_ctrl_c_keeps_the_runs_and_resume_goes_on(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    argv = ["sweep", "--size", "small", "--warmup-steps", "1", "--knob", "prefetch=false,true",
+            "--knob", "cache=off,memory", "--rungs", "2", "--min-steps", "3", "--out", str(out)]
+    assert main(argv, runner=FakeRunner(interrupt_at=3)) == 130
+    err = capsys.readouterr().err
+    assert "interrupted after 2 runs" in err and "--resume" in err
+    assert len(load_results(out / "runs.jsonl")) == 2
+    rest = FakeRunner()
+    assert main(argv + ["--resume"], runner=rest) == 0
+    assert len(load_results(out / "runs.jsonl")) == 2 + len(rest.configs)
+    assert (out / "report.md").exists()
+
+
+def test_terminal_bar_redraws_one_line_on_a_tty_and_writes_lines_elsewhere():
+    import io
+
+    tty, log = io.StringIO(), io.StringIO()
+    bars = TerminalBar(tty, tty=True), TerminalBar(log, tty=False)
+    sweep(BASE, {"prefetch": [False, True]}, min_steps=3, rungs=1, runner=FakeRunner(),
+          progress=lambda p: [b(p) for b in bars])
+    assert "\r" in tty.getvalue() and tty.getvalue().endswith("\n")
+    lines = log.getvalue().splitlines()
+    assert "\r" not in log.getvalue() and lines[-1].startswith("[") and lines[-1].endswith("done: 2 runs")
+    assert len(lines) == 3            # after each of the 2 runs, and the end
+
+
+# -- one tiny real sweep ----------------------------------------------------------------------------------
+def test_a_tiny_real_sweep_in_small_mode(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    base = RunConfig(workload="mlp", size="small", warmup_steps=1, batch_size=32)
+    r = sweep(base, {"steps_per_execution": [1, 2]}, min_steps=4, eta=2, rungs=2, history=path)
+    assert r.finished, r.summary()
+    assert r.winner is not None and r.speedup is not None
+    results = load_results(path)
+    # rung 1: both; rung 2: the faster one, and the naive run when that is not it.
+    assert len(results) == r.runs in (3, 4) and all(res.ok for res in results)
+    assert {res.config.steps for res in results} == {4, 8}
+    assert all(final_loss(res) < 2.5 for res in results)

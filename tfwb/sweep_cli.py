@@ -1,0 +1,314 @@
+"""``python -m tfwb sweep``: find the fastest configuration on this machine that still trains correctly.
+
+    python -m tfwb sweep --workload images --knob prefetch=false,true --knob cache=off,memory --out runs/sweep
+
+The baseline (the naive configuration every candidate changes) takes every knob as
+an option, exactly as ``run`` does (``--batch-size 32``); ``--knob NAME=V1,V2,...``
+(repeatable) names a knob to search and its values, spelt as the knob's option takes
+them. Without ``--knob`` the sweep searches ``tfwb.sweep.default_space``. The search
+is ``tfwb.sweep.sweep`` (successive halving).
+
+``--out DIR`` writes ``runs.jsonl`` (every run, appended as it finishes), then
+``report.md``, ``rungs.png``, ``finalists.png`` and ``sweep.json``. A folder that
+exists and is not empty is refused unless ``--force`` (replace the sweep's files
+there) or ``--resume`` (reuse the runs in its ``runs.jsonl``). Ctrl-C stops the sweep;
+every finished run stays in ``runs.jsonl``, and ``--resume`` goes on from there.
+
+Exit status: 0 when the sweep finished, 1 when it could not judge (the naive run
+failed) or a file could not be written, 2 for a bad option (an unknown knob or
+value, listing what is allowed; an output folder in the way), 130 when interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import textwrap
+from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple
+
+from .config import KNOBS, RunConfig
+from .sweep import DEFAULT_SPACE, FIXED_KNOBS, SweepProgress, SweepResult, check_space, sweep
+
+#: Files the sweep writes in ``--out`` (``--force`` replaces these, and only these).
+RUNS_FILE, REPORT_FILE, RUNGS_PNG, FINALISTS_PNG, SUMMARY_FILE = (
+    "runs.jsonl", "report.md", "rungs.png", "finalists.png", "sweep.json")
+OUT_FILES = (RUNS_FILE, REPORT_FILE, RUNGS_PNG, FINALISTS_PNG, SUMMARY_FILE)
+#: sweep's own options, beside the knobs.
+SWEEP_OPTIONS = ("knob", "out", "force", "resume", "min_steps", "eta", "rungs", "loss_tolerance", "progress")
+INTERRUPTED_EXIT = 130
+
+
+# -- --knob NAME=V1,V2 ---------------------------------------------------------------------------------
+def parse_knob(text: str) -> Tuple[str, Tuple[Any, ...]]:
+    """``"prefetch=false,true"`` -> ``("prefetch", (False, True))``, each value parsed as the knob's option.
+
+    The name may be spelt with dashes (``batch-size``) or underscores, with or without ``--``.
+
+    Raises:
+        ValueError: for text without ``=``, an unknown knob (listing the knobs), one the search
+            sets itself, no values, or a value the knob does not allow (naming what is allowed).
+
+    Example:
+        >>> parse_knob("mixed-precision=off,mixed_bfloat16")
+        ('mixed_precision', ('off', 'mixed_bfloat16'))
+    """
+    name, sep, values = text.partition("=")
+    name = name.strip().lstrip("-").replace("-", "_")
+    if not sep or not name:
+        raise ValueError(f"--knob {text!r} is not allowed; write NAME=V1,V2,... (e.g. prefetch=false,true)")
+    if name not in KNOBS:
+        raise ValueError(f"--knob {text!r}: unknown knob {name!r}; knobs: "
+                         + ", ".join(n for n in KNOBS if n not in FIXED_KNOBS))
+    if name in FIXED_KNOBS:
+        raise ValueError(f"--knob {text!r}: {name} cannot be swept: {FIXED_KNOBS[name]}")
+    from .__main__ import allowed_text
+
+    k = KNOBS[name]
+    raw = [v for v in (part.strip() for part in values.split(",")) if v]
+    if not raw:
+        raise ValueError(f"--knob {text!r}: no values; {name} takes {allowed_text(k)}")
+    parsed = []
+    for v in raw:
+        try:
+            parsed.append(k.parse(name, v))
+        except ValueError:
+            raise ValueError(f"--knob {text!r}: {v!r} is not allowed; {name} takes {allowed_text(k)}") from None
+    return name, tuple(parsed)
+
+
+def _knob_type(text: str) -> Tuple[str, Tuple[Any, ...]]:
+    try:
+        return parse_knob(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def default_space_text() -> str:
+    """The default space in the command line's words (for ``--help``)."""
+    from .__main__ import option
+
+    k = KNOBS
+    return "; ".join(f"{option(n)[2:]}={','.join(k[n].format(v) for v in vs)}" for n, vs in DEFAULT_SPACE)
+
+
+# -- the parser -----------------------------------------------------------------------------------------
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add the ``sweep`` command to ``python -m tfwb``'s subparsers and return its parser."""
+    from .__main__ import PROG, HelpFormatter, add_knob_options
+
+    p = sub.add_parser(
+        "sweep", help="search the knobs for the fastest configuration that still trains correctly",
+        formatter_class=HelpFormatter, allow_abbrev=False,
+        usage=f"{PROG} sweep [--KNOB VALUE ...] [--knob NAME=V1,V2,... ...] [--out DIR [--force | --resume]]",
+        description=textwrap.fill("Successive halving over the knobs: every candidate runs a few steps, the fastest "
+                    "1/eta of those that train correctly (status ok; final loss at most --loss-tolerance times "
+                    "the naive run's starting loss above the naive run's) run eta times longer, and so on; the finalists are compared "
+                    "against each other and the naive run, noise-aware. The knob options below set the "
+                    "naive baseline every candidate changes, as for run. Exit 0 when the sweep finished, "
+                    "1 when the naive run failed or a file could not be written, 2 for a bad option, "
+                    "130 when interrupted (finished runs stay in DIR/runs.jsonl: --resume goes on).", 100),
+        epilog=textwrap.fill("Without --knob the sweep searches: " + default_space_text()
+                             + " (knobs the workload does not honour are left out).", 100))
+    own = p.add_argument_group("the search")
+    own.add_argument("--knob", action="append", type=_knob_type, default=[], metavar="NAME=V1,V2,...",
+                     help="a knob to search and its values, spelt as that knob's option below takes them "
+                          "(repeat for more knobs), e.g. --knob prefetch=false,true "
+                          "--knob mixed-precision=off,mixed_bfloat16")
+    own.add_argument("--out", metavar="DIR", help="write runs.jsonl, report.md, rungs.png, finalists.png "
+                     "and sweep.json here (created; refused when it holds other files, see --force/--resume)")
+    own.add_argument("--force", action="store_true",
+                     help="write into a non-empty --out, replacing the sweep's files there")
+    own.add_argument("--resume", action="store_true",
+                     help="reuse the runs in --out's runs.jsonl and go on (after Ctrl-C)")
+    own.add_argument("--min-steps", type=int, default=10, metavar="N", help="measured steps at the first "
+                     "rung (default 10)")
+    own.add_argument("--eta", type=int, default=3, metavar="N", help="steps grow by N per rung and 1/N of "
+                     "the candidates go on (default 3)")
+    own.add_argument("--rungs", type=int, default=3, metavar="N", help="rungs (default 3)")
+    own.add_argument("--loss-tolerance", type=float, default=0.10, metavar="X",
+                     help="how far above the naive run's final loss a candidate's may be, as a share of "
+                          "the naive run's starting loss (default 0.1: 10 %%)")
+    own.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                     help="show the progress bar on stderr (default: only when stderr is a terminal)")
+    add_knob_options(p)
+    return p
+
+
+# -- the progress bar on a terminal ------------------------------------------------------------------------
+class TerminalBar:
+    """``progress(SweepProgress)`` drawn on a stream.
+
+    On a terminal it redraws one line (``\\r``): a bar, the share done and where the
+    sweep is. On anything else it writes a plain line per finished run, so a log holds
+    no carriage returns.
+
+    Args:
+        stream: where to write (stderr).
+        tty (bool | None, default None): draw in place; ``None`` asks ``stream.isatty()``.
+        width: characters of the bar.
+    """
+
+    def __init__(self, stream: TextIO, tty: Optional[bool] = None, width: int = 24) -> None:
+        self.stream, self.width = stream, width
+        self.tty = stream.isatty() if tty is None else tty
+        self._drawn = 0
+        self._runs = -1
+
+    def line(self, p: SweepProgress) -> str:
+        """e.g. ``"[######------------------]  25% run 5/27, rung 1/3 (10 steps): cache"``.
+
+        Example:
+            >>> TerminalBar(sys.stderr, tty=False, width=4).line(SweepProgress(1, 2, 0, 1, 10))
+            '[##--]  50% run 2/2, rung 1/1 (10 steps)'
+        """
+        filled = int(round(p.fraction * self.width))
+        return f"[{'#' * filled}{'-' * (self.width - filled)}] {p.fraction * 100:3.0f}% {p.text()}"
+
+    def __call__(self, p: SweepProgress) -> None:
+        if self.tty:
+            text = self.line(p)
+            self.stream.write("\r" + text.ljust(self._drawn))
+            self._drawn = len(text)
+            if p.finished:
+                self.close()
+        elif p.runs_done != self._runs and not p.label or p.finished:
+            self._runs = p.runs_done
+            self.stream.write(self.line(p) + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        """End the line drawn in place."""
+        if self._drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._drawn = 0
+
+
+# -- the command ------------------------------------------------------------------------------------------
+def _out_folder(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Optional[str]:
+    """Check ``--out`` before any work (exit 2 when it is in the way); create it."""
+    if args.force and args.resume:
+        parser.error("--force and --resume pull apart: --force replaces the sweep's files, --resume "
+                     "reuses its runs; pick one")
+    if args.out is None:
+        if args.force or args.resume:
+            parser.error(f"--{'force' if args.force else 'resume'} needs --out DIR")
+        return None
+    out = args.out
+    if os.path.exists(out) and not os.path.isdir(out):
+        parser.error(f"--out {out!r} is a file, not a folder; pick a folder")
+    if os.path.isdir(out):
+        inside = sorted(os.listdir(out))
+        if inside and not (args.force or args.resume):
+            shown = ", ".join(inside[:4]) + (", ..." if len(inside) > 4 else "")
+            parser.error(f"--out {out!r} exists and is not empty ({len(inside)} entries: {shown}); "
+                         "pass --force to replace the sweep's files there, --resume to go on with the "
+                         "runs in its runs.jsonl, or pick another folder")
+        if args.force:
+            for name in OUT_FILES:
+                path = os.path.join(out, name)
+                if os.path.isfile(path):
+                    os.remove(path)
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as e:
+        parser.error(f"--out {out!r} cannot be created: {e.strerror or e}")
+    return out
+
+
+def write_outputs(result: SweepResult, out: str, hardware: Optional[Dict[str, Any]] = None) -> List[str]:
+    """Write the report, the charts and the summary into ``out``; return the paths written."""
+    from .ui.sweep_charts import finalists_png, rungs_png
+
+    written = []
+    for name, png in ((RUNGS_PNG, rungs_png(result)), (FINALISTS_PNG, finalists_png(result))):
+        path = os.path.join(out, name)
+        with open(path, "wb") as fh:
+            fh.write(png)
+        written.append(path)
+    charts = (("Every candidate by rung", RUNGS_PNG), ("The last rung", FINALISTS_PNG))
+    path = os.path.join(out, REPORT_FILE)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(result.markdown(hardware, charts=charts))
+    written.append(path)
+    path = os.path.join(out, SUMMARY_FILE)
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(result.to_dict(), fh, indent=1, default=str)
+        fh.write("\n")
+    written.append(path)
+    return written
+
+
+def cmd_sweep(parser: argparse.ArgumentParser, args: argparse.Namespace,
+              runner: Optional[Callable[..., Any]] = None) -> int:
+    """Run ``python -m tfwb sweep`` (``args`` from ``add_parser``'s parser)."""
+    from .__main__ import PROG, say
+
+    changes = {k: v for k, v in vars(args).items() if k in KNOBS}
+    try:
+        baseline = RunConfig(**changes)
+    except ValueError as e:
+        parser.error(str(e))
+    space: Optional[Dict[str, Tuple[Any, ...]]] = None
+    if args.knob:
+        seen: Dict[str, Tuple[Any, ...]] = {}
+        for name, values in args.knob:
+            if name in seen:
+                parser.error(f"--knob {name} is given twice; list all its values once: "
+                             f"--knob {name}=V1,V2,...")
+            seen[name] = values
+        space = seen
+    try:
+        if space is not None:
+            space = check_space(space, baseline.workload)
+        for name, value in (("min_steps", args.min_steps), ("eta", args.eta), ("rungs", args.rungs)):
+            low = 2 if name == "eta" else 1
+            if value < low:
+                raise ValueError(f"--{name.replace('_', '-')} {value} is not allowed; it must be >= {low}")
+        if not args.loss_tolerance >= 0:
+            raise ValueError(f"--loss-tolerance {args.loss_tolerance} is not allowed; it must be >= 0")
+    except ValueError as e:
+        parser.error(str(e))
+    out = _out_folder(parser, args)
+    history = os.path.join(out, RUNS_FILE) if out else None
+    show = sys.stderr.isatty() if args.progress is None else args.progress
+    bar = TerminalBar(sys.stderr) if show else None
+    try:
+        result = sweep(baseline, space, min_steps=args.min_steps, eta=args.eta, rungs=args.rungs,
+                       loss_tolerance=args.loss_tolerance, runner=runner, history=history,
+                       resume=args.resume, progress=bar)
+    except ValueError as e:
+        if bar is not None:
+            bar.close()
+        parser.error(str(e))
+    except OSError as e:
+        if bar is not None:
+            bar.close()
+        say(f"{PROG} sweep: error: {e}", err=True)
+        return 1
+    if bar is not None:
+        bar.close()
+    if result.interrupted:
+        where = f"; every finished run is in {history}: add --resume to go on" if history else ""
+        say(f"{PROG} sweep: interrupted after {result.runs} runs{where}", err=True)
+        return INTERRUPTED_EXIT
+    from .hardware import detect
+
+    hardware = detect()
+    say(result.summary())
+    why = result.explain(hardware)
+    if why:
+        say("Why the winner wins:")
+        for line in why:
+            say(f"- {line}")
+    if out:
+        try:
+            written = write_outputs(result, out, hardware)
+        except OSError as e:
+            say(f"{PROG} sweep: error: the report was not written to {out}: {e}", err=True)
+            return 1
+        say("wrote " + ", ".join(written) + f" (and every run in {history})")
+    else:
+        say(result.table_text())
+    return 1 if result.error else 0

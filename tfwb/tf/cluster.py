@@ -1,0 +1,756 @@
+"""A local multi-worker cluster: worker processes on this machine, on TensorFlow's own runtime.
+
+``tfwb.run(RunConfig(strategy="multi_worker", workers=2))`` in a process that is not
+a worker (no ``TF_CONFIG``) comes here. ``run_local_cluster``:
+
+1. checks what it can before any work: the machine can host ``workers`` processes
+   (a CPU core each, a GPU each where there are GPUs, memory), the workload can be
+   imported by another process, the global batch divides among the replicas;
+2. chooses free loopback ports (checked) and writes each worker's ``TF_CONFIG``
+   (``tfwb.tfconfig.local``: worker 0 is the chief);
+3. starts ``workers`` processes of ``python -m tfwb worker --report``: each reads its
+   ``TF_CONFIG``, creates ``MultiWorkerMirroredStrategy`` (TensorFlow's gRPC runtime
+   and collectives: nothing home-made), runs the same RunConfig with ``tfwb.run``
+   (``worker_main``) and reports its steps, as lines on its stdout, while it runs;
+4. watches them: a worker that exits early, crashes or is killed ends the run at
+   once; one that reports no step for ``step_timeout_s`` (default 60 s) after its
+   first is taken as hung (the cluster gets ``start_timeout_s``, default 300 s, to
+   start and finish every worker's first step); either way
+   every worker process is killed (its whole process group) and the run is recorded
+   as ``failed`` with a message naming the worker, how it ended and the tail of its
+   output, keeping the steps the chief reported before;
+5. gathers the workers' results into one ``RunResult``: the chief's step times,
+   losses and samples, ``replicas`` = every worker's replicas together, and in
+   ``extras["cluster"]`` each worker's step times, the cluster's start time and
+   whether every worker reported identical losses (they all-reduce the same loss).
+
+Each worker is pinned to its own share of the CPU cores (and of the GPUs), like a
+host of its own; a worker dies with the process that started it (Linux parent-death
+signal), so a kernel that dies leaves no orphans. Ctrl-C or a kernel interrupt stops
+every worker and records the run as ``interrupted``. The same worker entry point runs
+on real machines: ``python -m tfwb worker`` with ``TF_CONFIG`` set by you (README,
+"Running across machines").
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import datetime
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from typing import Any, Callable, Deque, Dict, List, Optional, Sequence
+
+from .. import tfconfig
+from ..config import RunConfig
+from ..observers import Dispatch, Observer, Progress as ProgressObserver, RunState, StepLog
+from ..records import RunResult
+
+REPORT = tfconfig.REPORT
+#: Seconds the cluster has from starting its processes until every worker finished its first step
+#: (TensorFlow imported, cluster joined, model built, step traced).
+START_TIMEOUT_S = 300.0
+#: Seconds a worker may go without reporting a step, after its first, before it counts as hung.
+STEP_TIMEOUT_S = 60.0
+#: Memory one worker process needs (TensorFlow, a small model, its pipeline), for the capacity check.
+WORKER_MEMORY_MIB = 700
+EXIT_PORT_TAKEN = tfconfig.EXIT_PORT_TAKEN
+PORT_ATTEMPTS = 3
+POLL_S = 0.05
+
+Progress = Callable[[int, int], None]
+
+
+# -- what the parent checks before any work ----------------------------------------------------
+def _visible_gpus() -> List[str]:
+    """This process's GPUs as ``CUDA_VISIBLE_DEVICES`` entries (no runtime start)."""
+    import tensorflow as tf
+
+    n = len(tf.config.list_physical_devices("GPU"))
+    given = os.environ.get("CUDA_VISIBLE_DEVICES")
+    ids = [g.strip() for g in given.split(",") if g.strip()] if given else [str(i) for i in range(n)]
+    return ids[:n]
+
+
+def _available_mib() -> Optional[float]:
+    try:
+        import psutil
+
+        return psutil.virtual_memory().available / 2**20
+    except Exception:  # noqa: BLE001 - no psutil, or no figure: skip the memory check
+        return None
+
+
+def _split(items: Sequence, parts: int) -> List[list]:
+    k, extra = divmod(len(items), parts)
+    out, i = [], 0
+    for p in range(parts):
+        n = k + (1 if p < extra else 0)
+        out.append(list(items[i:i + n]))
+        i += n
+    return out
+
+
+def placement(workers: int, parameter_server: bool = False) -> List[dict]:
+    """Each process's share of this machine: ``{"cpus": [core ids], "gpus": [CUDA ids]}``.
+
+    One entry per worker; with ``parameter_server`` also the chief first and the ps last
+    (both on every core, no GPU: they coordinate and hold variables, the workers compute),
+    in the order of ``tfwb.tfconfig.local``.
+
+    Raises:
+        ValueError: when the machine cannot host ``workers`` processes: more than its
+            CPU cores, more than its GPUs (where it has GPUs), or more than its free memory
+            holds (``WORKER_MEMORY_MIB`` each). The message says what it has and what to pick.
+    """
+    from .strategies import cpu_cores
+
+    try:
+        cores = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = list(range(cpu_cores()))
+    if workers > len(cores):
+        raise ValueError(f"workers={workers} is more than this machine can host: it has {len(cores)} CPU "
+                         f"core(s) for this process, and each local worker needs one of its own; use "
+                         f"workers <= {len(cores)}, or run workers on more machines (python -m tfwb worker)")
+    gpus = _visible_gpus()
+    if gpus and workers > len(gpus):
+        raise ValueError(f"workers={workers} is more than this machine can host: it has {len(gpus)} GPU(s), "
+                         f"and each local worker needs one of its own; use workers <= {len(gpus)}")
+    free = _available_mib()
+    extra = 2 if parameter_server else 0
+    if free is not None and (workers + extra) * WORKER_MEMORY_MIB > free:
+        raise ValueError(f"workers={workers} is more than this machine can host: each process of the cluster "
+                         f"needs about {WORKER_MEMORY_MIB} MiB and {free:.0f} MiB are free; use workers <= "
+                         f"{max(1, int(free // WORKER_MEMORY_MIB) - extra)}")
+    gpu_parts = _split(gpus, workers) if gpus else [[] for _ in range(workers)]
+    shares = [{"cpus": c, "gpus": g} for c, g in zip(_split(cores, workers), gpu_parts)]
+    if parameter_server:
+        shares = [{"cpus": cores, "gpus": []}, *shares, {"cpus": cores, "gpus": []}]
+    return shares
+
+
+def workload_spec(name: str) -> Optional[dict]:
+    """How a worker process registers workload ``name`` (``None`` for a built-in).
+
+    Raises:
+        ValueError: for a workload registered with Python callables (another process
+            cannot import a lambda or a notebook's function) or a loss that is neither
+            ``None`` nor a Keras loss object; the message says how to register it instead.
+    """
+    from ..workloads import Ref, get_workload
+
+    w = get_workload(name)
+    if w.builtin:
+        return None
+    if not isinstance(w.model_fn, Ref) or not isinstance(w.data_fn, Ref) or w.source_fn is not None:
+        raise ValueError(
+            f"workload={name!r} was registered with Python callables, which the worker processes of a "
+            f"cluster cannot import: register it with 'module:attribute' strings, e.g. "
+            f"tfwb.register_workload({name!r}, model_fn='mypkg.work:model', data_fn='mypkg.work:data'), "
+            "from a module the workers can import (on their sys.path or PYTHONPATH)")
+    loss = None
+    if w.loss is not None:
+        import keras
+
+        if not isinstance(w.loss, keras.losses.Loss):
+            raise ValueError(f"workload={name!r} has a loss function the worker processes cannot receive "
+                             f"({type(w.loss).__name__}); use None or a Keras loss object")
+        loss = keras.losses.serialize(w.loss)
+    return {"name": name, "model_fn": w.model_fn.target, "data_fn": w.data_fn.target, "loss": loss,
+            "description": w.description}
+
+
+def register_spec(spec: Optional[dict]) -> None:
+    """Register the workload ``workload_spec`` described (in a worker process)."""
+    if not spec:
+        return
+    from ..workloads import register_workload
+
+    loss = None
+    if spec.get("loss") is not None:
+        import keras
+
+        loss = keras.losses.deserialize(spec["loss"])
+    register_workload(spec["name"], spec["model_fn"], spec["data_fn"], loss,
+                      description=spec.get("description", ""))
+
+
+# -- the worker side ------------------------------------------------------------------------------
+def emit(event: str, **fields: Any) -> None:
+    """Write one report line (``@tfwb {json}``) on stdout for the process that started this worker."""
+    sys.stdout.write(REPORT + json.dumps({"event": event, **fields}, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+class Reporter(Observer):
+    """A worker's observer: reports set-up and every step to the parent, outside the timed region."""
+
+    def on_run_start(self, run: RunState) -> None:
+        dist = run.extras.get("distribution", {})
+        emit("started", setup_s=run.clock(), replicas=dist.get("replicas"), pid=os.getpid())
+
+    def on_step_end(self, run: RunState, step: int) -> None:
+        log = run.log
+        fields = {"step": step, "time_s": log.times_s[-1], "start_s": log.starts_s[-1], "loss": log.losses[-1]}
+        if len(log.waits_s) == len(log.times_s):
+            fields["wait_s"] = log.waits_s[-1]
+        if log.grad_norms:
+            fields["grad_norm"], fields["loss_scale"] = log.grad_norms[-1], log.loss_scales[-1]
+        emit("step", **fields)
+
+
+def serve(tfc: tfconfig.TFConfig, report: bool = False) -> None:
+    """Serve as a ``parameter_server`` cluster's worker or ps: start TensorFlow's server; never return.
+
+    The chief schedules steps on the workers and keeps variables on the ps tasks
+    through it. It runs until the process is ended (the local cluster kills it when the
+    chief is done; on your own machines, Ctrl-C it).
+    """
+    import tensorflow as tf
+
+    # A server pinned to one core gets one inter-op thread from TensorFlow, and a scheduled
+    # step then deadlocks (it waits, on that thread, for ops queued behind it): give it two.
+    threads = max(2, len(os.sched_getaffinity(0)))
+    config = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=threads)
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    server = tf.distribute.Server(resolver.cluster_spec(), job_name=tfc.task_type, task_index=tfc.task_index,
+                                  protocol="grpc", config=config, start=True)
+    if report:
+        emit("ready", task=tfc.who, replicas=None, strategy_s=0.0)
+    else:
+        sys.stderr.write(f"python -m tfwb worker: {tfc.who} serving for the parameter_server chief "
+                         "(Ctrl-C to stop it when the chief is done)\n")
+    server.join()
+
+
+def worker_main(cfg: RunConfig, *, report: bool = False, observers: Sequence[Observer] = ()) -> RunResult:
+    """Run ``cfg`` as this process's part of the cluster its ``TF_CONFIG`` describes.
+
+    ``multi_worker``: creates ``MultiWorkerMirroredStrategy`` first (before anything
+    starts TensorFlow's runtime), then ``tfwb.run(cfg)`` under it. ``parameter_server``:
+    the chief does the same with ``ParameterServerStrategy``; a worker or ps task
+    serves (``serve``) and never returns. With ``report`` every set-up, step and the
+    result go to stdout as ``@tfwb`` lines for ``run_local_cluster``.
+
+    Raises:
+        ValueError: without a (well-formed) ``TF_CONFIG``, or for a strategy that does
+            not run on a cluster.
+    """
+    from .strategies import CLUSTER_STRATEGIES, multi_worker_strategy, parameter_server_strategy
+    from .train import run
+
+    tfc = tfconfig.from_environ()
+    if cfg.strategy not in CLUSTER_STRATEGIES:
+        raise ValueError(f"strategy={cfg.strategy!r} is not allowed in a worker; a worker runs "
+                         f"strategy {' or '.join(map(repr, CLUSTER_STRATEGIES))}")
+    if cfg.strategy == "parameter_server" and tfc.task_type != "chief":
+        serve(tfc, report)
+    t0 = time.perf_counter()
+    strategy = multi_worker_strategy() if cfg.strategy == "multi_worker" else parameter_server_strategy()
+    if report:
+        emit("ready", task=tfc.who, replicas=strategy.num_replicas_in_sync, strategy_s=time.perf_counter() - t0)
+    extra: List[Observer] = [Reporter()] if report else []
+    result = run(cfg, observers=[*extra, *observers])
+    if report:
+        sys.stdout.write(f'{REPORT}{{"event":"result","result":{result.to_json()}}}\n')
+        sys.stdout.flush()
+    return result
+
+
+# -- the parent side -------------------------------------------------------------------------------
+class _Worker:
+    """One worker process as the parent sees it."""
+
+    def __init__(self, index: int, tfc: tfconfig.TFConfig, proc: subprocess.Popen, err_path: str,
+                 reports: bool = True) -> None:
+        self.index, self.tfc, self.proc, self.err_path = index, tfc, proc, err_path
+        self.reports = reports         # trains and reports steps (a parameter_server's workers and ps serve)
+        self.name = "the chief" if tfc.task_type == "chief" else f"{tfc.task_type} {tfc.task_index}"
+        self.other: Deque[str] = collections.deque(maxlen=20)   # stdout lines that are not reports
+        self.ready_s: Optional[float] = None
+        self.started_s: Optional[float] = None
+        self.replicas: Optional[int] = None
+        self.steps: List[dict] = []
+        self.result: Optional[RunResult] = None
+        self.error: Optional[str] = None
+        self.eof = False
+        self.last_seen = time.perf_counter()
+        self.reader: Optional[threading.Thread] = None
+
+    def tail(self, limit: int = 600) -> str:
+        """The last lines the process wrote (stderr, then stray stdout), for a message."""
+        try:
+            with open(self.err_path, "rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                fh.seek(max(0, fh.tell() - 8192))
+                text = fh.read().decode(errors="replace")
+        except OSError:
+            text = ""
+        lines = [ln.strip() for ln in text.splitlines() + list(self.other) if ln.strip()]
+        lines = [ln for ln in lines if not ln.startswith(("WARNING: All log messages before absl",
+                                                          "I0000 ", "W0000 "))]
+        out = " | ".join(lines[-4:])
+        return out[-limit:]
+
+    def ended(self) -> str:
+        """How the process ended: ``was killed by SIGKILL`` / ``exited with status 1``."""
+        rc = self.proc.returncode
+        if rc is not None and rc < 0:
+            try:
+                return f"was killed by {signal.Signals(-rc).name}"
+            except ValueError:
+                return f"was killed by signal {-rc}"
+        return f"exited with status {rc}"
+
+
+def _reader(w: _Worker, events: "queue.Queue") -> None:
+    for raw in w.proc.stdout:
+        line = raw.decode(errors="replace").rstrip("\n")
+        if line.startswith(REPORT):
+            try:
+                events.put((w, json.loads(line[len(REPORT):])))
+                continue
+            except json.JSONDecodeError:
+                pass
+        w.other.append(line)
+    events.put((w, {"event": "eof"}))
+
+
+def _stopped_state(pid: int) -> Optional[str]:
+    try:
+        import psutil
+
+        status = psutil.Process(pid).status()
+    except Exception:  # noqa: BLE001
+        return None
+    return status if status in ("stopped", "tracing-stop", "zombie", "disk-sleep") else None
+
+
+class _ClusterFailed(Exception):
+    """The cluster must stop: a worker crashed, hung or could not start."""
+
+
+class _PortTaken(Exception):
+    """A worker found its port taken before it started (retry with other ports)."""
+
+
+def _kill(workers: Sequence[_Worker]) -> None:
+    """SIGKILL every worker's process group and wait for each process to end."""
+    for w in workers:
+        if w.proc.poll() is None:
+            try:
+                os.killpg(w.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                try:
+                    w.proc.kill()
+                except ProcessLookupError:
+                    pass
+    for w in workers:
+        try:
+            w.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        if w.reader is not None:
+            w.reader.join(timeout=5)
+        if w.proc.stdout is not None:
+            w.proc.stdout.close()
+
+
+def _worker_env(tfc: tfconfig.TFConfig, share: dict) -> Dict[str, str]:
+    import tfwb
+
+    env = dict(os.environ)
+    env.update({
+        "TF_CONFIG": tfc.to_json(),
+        "TFWB_CPU_REPLICAS": "1",                 # a worker on a CPU is one device
+        "TFWB_WORKER_CPUS": ",".join(str(c) for c in share["cpus"]),
+        "TFWB_PARENT_PID": str(os.getpid()),
+        "PYTHONUNBUFFERED": "1",
+    })
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if share["gpus"]:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(share["gpus"])
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(tfwb.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, os.getcwd(), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def _failed_before_start(cfg: RunConfig, error: BaseException, raise_errors: bool, started_at: str) -> RunResult:
+    if raise_errors:
+        raise error
+    return RunResult(config=cfg, status="failed", error=f"{type(error).__name__}: {error}",
+                     examples_per_step=cfg.batch_size, started_at=started_at, run_id=uuid.uuid4().hex[:12])
+
+
+def run_local_cluster(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bool = False,
+                      dataset: Any = None, observers: Sequence[Observer] = (),
+                      start_timeout_s: float = START_TIMEOUT_S, step_timeout_s: float = STEP_TIMEOUT_S
+                      ) -> RunResult:
+    """Run ``cfg`` on ``cfg.workers`` worker processes on this machine and gather one result.
+
+    Args:
+        cfg: the knobs; ``strategy`` must be ``"multi_worker"`` or ``"parameter_server"``.
+        progress: ``progress(steps_done, steps_total)`` as the chief reports its steps.
+        raise_errors: raise instead of returning a failed result (``RuntimeError`` for a
+            worker that crashed or hung, ``ValueError`` for a bad request).
+        dataset: must be ``None``: a dataset object cannot reach other processes.
+        observers: run in this process on the chief's reported steps (progress, a target
+            loss, a Stop button: a stop they request ends every worker and keeps the
+            steps so far); ``run.extras["cluster"]`` holds the workers' ``pids`` and
+            ``addresses`` from the start. Observers that act on the training process
+            itself (a profiler window) cannot reach the workers.
+        start_timeout_s: seconds for every worker to start and finish its first step
+            (TensorFlow imported, cluster joined, model built, step traced).
+        step_timeout_s: seconds a worker may report no step, after its first, before it
+            counts as hung.
+
+    Returns:
+        The gathered RunResult (see the module docstring); ``failed`` with a message
+        naming the worker when one crashed, hung or could not start, ``interrupted`` on
+        Ctrl-C. No worker process outlives this call.
+
+    Raises:
+        ValueError: (only with ``raise_errors``) for a request that cannot run here.
+        RuntimeError: (only with ``raise_errors``) when a worker crashed or hung.
+    """
+    started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    try:
+        from .strategies import CLUSTER_STRATEGIES, in_worker
+
+        if cfg.strategy not in CLUSTER_STRATEGIES:
+            raise ValueError(f"strategy={cfg.strategy!r}: a local cluster runs strategy "
+                             f"{' or '.join(map(repr, CLUSTER_STRATEGIES))}")
+
+        if in_worker():
+            raise ValueError("this process is already a worker of a cluster (TF_CONFIG is set: "
+                             f"{tfconfig.from_environ().who}); a worker cannot start a cluster of its own. "
+                             f"Here tfwb.run(strategy={cfg.strategy!r}) runs this process's part; start "
+                             "local clusters from a process without TF_CONFIG")
+        if dataset is not None:
+            raise ValueError(f"run(dataset=...) cannot reach the worker processes of strategy={cfg.strategy!r} "
+                             "(a dataset object does not cross processes): register a workload whose "
+                             "data_fn builds it, named by a 'module:attribute' string")
+        ps = cfg.strategy == "parameter_server"
+        shares = placement(cfg.workers, parameter_server=ps)
+        spec = workload_spec(cfg.workload)
+        per_worker = max(1, len(shares[1 if ps else 0]["gpus"]))
+        replicas = per_worker if ps else per_worker * cfg.workers     # trained in sync on one batch
+        if cfg.batch_size % replicas:
+            raise ValueError(f"batch_size={cfg.batch_size} must be a multiple of the {replicas} replicas of "
+                             f"strategy={cfg.strategy!r} with workers={cfg.workers} (the global batch is split "
+                             "evenly among them)")
+        if cfg.workload == "images":
+            from .images import ensure_images
+
+            ensure_images(cfg.resolved_size, cfg.seed)   # once here, not raced by every worker
+    except ValueError as e:
+        return _failed_before_start(cfg, e, raise_errors, started_at)
+    sent = cfg.replace(size=cfg.resolved_size)           # what size='auto' means in this process
+    return _Cluster(cfg, sent, spec, shares, progress, observers, start_timeout_s, step_timeout_s,
+                    started_at, raise_errors).run()
+
+
+class _Cluster:
+    """One local cluster run: start, watch, gather, stop (``run_local_cluster``)."""
+
+    def __init__(self, cfg, sent, spec, shares, progress, observers, start_timeout_s, step_timeout_s,
+                 started_at, raise_errors) -> None:
+        self.cfg, self.sent, self.spec, self.shares = cfg, sent, spec, shares
+        self.start_timeout_s, self.step_timeout_s = start_timeout_s, step_timeout_s
+        self.started_at, self.raise_errors = started_at, raise_errors
+        self.events: "queue.Queue" = queue.Queue()
+        self.workers: List[_Worker] = []
+        self.t0 = time.perf_counter()
+        spe = cfg.steps_per_execution
+        warmup_calls, calls = cfg.calls
+        self.warmup_calls = warmup_calls
+        self.log = StepLog()
+        self.state = RunState(config=cfg, log=self.log, clock=self.clock,
+                              total_steps=(warmup_calls + calls) * spe, warmup_steps=warmup_calls * spe,
+                              steps_per_call=spe)
+        extra = [ProgressObserver(progress)] if progress is not None else []
+        self.dispatch = Dispatch([*extra, *observers])
+        self.run_started = False
+        self.start_s: Optional[float] = None
+        self.tmp = tempfile.mkdtemp(prefix="tfwb-cluster-")
+        self.notes: List[str] = []
+
+    def clock(self) -> float:
+        return time.perf_counter() - self.t0
+
+    # -- starting -------------------------------------------------------------------------
+    def _spawn(self) -> None:
+        ps = self.cfg.strategy == "parameter_server"
+        tfcs = tfconfig.local(self.cfg.workers, parameter_servers=1 if ps else 0)
+        config_path = os.path.join(self.tmp, "config.json")
+        with open(config_path, "w") as fh:
+            json.dump(self.sent.to_dict(), fh)
+        cmd = [sys.executable, "-m", "tfwb", "worker", "--report", "--config", config_path]
+        if self.spec:
+            cmd += ["--workload-spec", json.dumps(self.spec)]
+        self.workers = []
+        self.t0 = time.perf_counter()
+        for tfc, share in zip(tfcs, self.shares):
+            err_path = os.path.join(self.tmp, f"{tfc.task_type}-{tfc.task_index}.stderr")
+            with open(err_path, "wb") as err:
+                proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
+                                        env=_worker_env(tfc, share), start_new_session=True)
+            w = _Worker(len(self.workers), tfc, proc, err_path, reports=not ps or tfc.task_type == "chief")
+            w.reader = threading.Thread(target=_reader, args=(w, self.events),
+                                        name=f"tfwb-worker-{w.index}-reader", daemon=True)
+            w.reader.start()
+            self.workers.append(w)
+        self.state.extras["cluster"] = {"pids": [w.proc.pid for w in self.workers],
+                                        "addresses": [t.address for t in tfcs]}
+
+    # -- watching ---------------------------------------------------------------------------
+    def _on_event(self, w: _Worker, ev: dict) -> None:
+        now = time.perf_counter()
+        w.last_seen = now
+        kind = ev.get("event")
+        if kind == "ready":
+            w.ready_s = now - self.t0
+        elif kind == "started":
+            w.started_s = now - self.t0
+            w.replicas = ev.get("replicas")
+        elif kind == "step":
+            w.steps.append(ev)
+            if w.index == 0:
+                self._chief_step(ev)
+        elif kind == "result":
+            w.result = RunResult.from_dict(ev["result"])
+        elif kind == "error":
+            w.error = ev.get("message")
+        elif kind == "eof":
+            w.eof = True
+
+    def _chief_step(self, ev: dict) -> None:
+        if not self.run_started:
+            self._start_observers()
+        log = self.log
+        log.times_s.append(ev["time_s"])
+        log.starts_s.append(ev["start_s"])
+        log.losses.append(ev["loss"])
+        if "wait_s" in ev:
+            log.waits_s.append(ev["wait_s"])
+        if "grad_norm" in ev:
+            log.grad_norms.append(ev["grad_norm"])
+            log.loss_scales.append(ev["loss_scale"])
+        step = ev["step"]
+        for hook in self.dispatch.on_step_end:
+            hook(self.state, step)
+        if step + 1 == self.warmup_calls:
+            self.dispatch.call("on_warmup_end", self.state)
+
+    def _start_observers(self) -> None:
+        self.run_started = True
+        self.dispatch.call("on_run_start", self.state)
+        if self.warmup_calls == 0:
+            self.dispatch.call("on_warmup_end", self.state)
+
+    def _check(self) -> bool:
+        """True when every reporting process finished; raises ``_ClusterFailed`` / ``_PortTaken``."""
+        now = time.perf_counter()
+        reporting = [w for w in self.workers if w.reports]
+        for w in self.workers:
+            if not w.eof:                   # its end-of-output comes after every line it wrote
+                continue
+            try:
+                rc = w.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                continue
+            if rc == EXIT_PORT_TAKEN and w.started_s is None:
+                raise _PortTaken(w.tail())
+            if not w.reports and not all(x.eof for x in reporting):
+                raise _ClusterFailed(self._crash_message(w))       # a server ended while the chief trains
+            if w.reports and (w.result is None or w.result.status not in ("ok", "diverged")):
+                raise _ClusterFailed(self._crash_message(w))
+        if all(w.eof for w in reporting):
+            return True
+        late = [w for w in reporting if not w.steps and not w.eof]
+        if late and now - self.t0 > self.start_timeout_s:
+            down = [w for w in self.workers if w.ready_s is None and not w.reports]
+            raise _ClusterFailed(
+                f"the cluster did not start within start_timeout_s={self.start_timeout_s:g} s: "
+                + "; ".join(f"{w.name} ({w.tfc.address}) " + (
+                    "set up but did not finish its first step" if w.started_s is not None else
+                    "joined but did not finish setting up" if w.ready_s is not None else "never came up")
+                    for w in late)
+                + "".join(f"; {w.name} ({w.tfc.address}) never came up" for w in down)
+                + self._tails(late + down))
+        silent = [w for w in reporting if w.steps and not w.eof and now - w.last_seen > self.step_timeout_s]
+        if silent:
+            raise _ClusterFailed(self._hang_message(silent))
+        return False
+
+    def _steps_text(self, w: _Worker) -> str:
+        if not w.reports:
+            return "while the chief was training" if self.log.times_s else "before the chief's first step"
+        total = self.state.total_steps // self.state.steps_per_call
+        return f"after {len(w.steps)} of {total} steps" if w.started_s is not None else "before it started"
+
+    def _tails(self, workers: Sequence[_Worker]) -> str:
+        parts = [f"{w.name}'s last output: {t}" for w in workers for t in [w.tail()] if t]
+        return ("; " + "; ".join(parts)) if parts else ""
+
+    def _crash_message(self, w: _Worker) -> str:
+        why = w.error or (f"its run {w.result.status}: {w.result.error}" if w.result is not None else None)
+        text = f"{w.name} (pid {w.proc.pid}, {w.tfc.address}) {w.ended()} {self._steps_text(w)}"
+        if why:
+            text += f": {why}"
+        return text + self._tails([w] if not why else [])
+
+    def _hang_message(self, silent: Sequence[_Worker]) -> str:
+        stopped = [(w, s) for w in self.workers for s in [_stopped_state(w.proc.pid)] if s]
+        parts = [f"{w.name} (pid {w.proc.pid}) is {s}" for w, s in stopped]
+        names = ", ".join(w.name for w in silent)
+        wait = ("the others wait for it in every all-reduce" if self.cfg.strategy == "multi_worker"
+                else "the chief waits for the step it scheduled")
+        return (f"{names} reported no step for step_timeout_s={self.step_timeout_s:g} s (hung: "
+                + ("; ".join(parts) if parts else f"a process stopped answering, or the network between them "
+                   f"failed; {wait}") + "); last steps: "
+                + ", ".join(f"{w.name} at {len(w.steps)}" for w in self.workers if w.reports))
+
+    # -- the whole run --------------------------------------------------------------------------
+    def run(self) -> RunResult:
+        status, error, stop_reason = "ok", None, None
+        failure: Optional[BaseException] = None
+        try:
+            for attempt in range(PORT_ATTEMPTS):
+                self._spawn()
+                try:
+                    while not self._check():
+                        try:
+                            w, ev = self.events.get(timeout=POLL_S)
+                        except queue.Empty:
+                            continue
+                        self._on_event(w, ev)
+                        trainers = [x for x in self.workers if x.reports]
+                        if self.start_s is None and trainers and all(x.started_s is not None for x in trainers):
+                            self.start_s = max(x.started_s for x in trainers)
+                        if self.state.stop_reason is not None:
+                            stop_reason = self.state.stop_reason
+                            break
+                    break
+                except _PortTaken as e:
+                    _kill(self.workers)
+                    if attempt + 1 == PORT_ATTEMPTS:
+                        raise _ClusterFailed(f"every try to start the cluster found a chosen port taken ({e})")
+                    self.notes.append(f"a chosen port was taken before worker start ({e}); retried with new ports")
+        except _ClusterFailed as e:
+            t_detect = time.perf_counter()
+            _kill(self.workers)
+            status, failure = "failed", e
+            error = (f"{e}. Every worker process was stopped ({time.perf_counter() - t_detect:.1f} s after the "
+                     f"failure was seen, {self.clock():.1f} s after the cluster started)")
+        except KeyboardInterrupt:
+            _kill(self.workers)
+            status, error = "interrupted", "interrupted by the user (every worker process was stopped)"
+        except BaseException as e:   # an observer failed, or this process is going down
+            _kill(self.workers)
+            status, error, failure = "failed", f"{type(e).__name__}: {e}", e
+        finally:
+            _kill(self.workers)      # a no-op for processes already gone
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        if stop_reason is not None and status == "ok":
+            self.notes.append(f"stopped by an observer ({stop_reason}): every worker process was ended")
+        result = self._gather(status, error, stop_reason)
+        self.state.status = result.status
+        for hook in self.dispatch.on_run_end:
+            if not self.run_started:
+                break
+            try:
+                hook(self.state)
+            except Exception as e:  # noqa: BLE001
+                self.notes.append(f"observer {type(getattr(hook, '__self__', hook)).__name__} failed at the end "
+                                  f"of the run: {type(e).__name__}: {e}")
+        if self.state.notes or self.state.extras:      # what observers added (the gathered facts win)
+            result = dataclasses.replace(result, notes=result.notes + tuple(self.state.notes),
+                                         extras={**self.state.extras, **result.extras})
+        if failure is not None and self.raise_errors:
+            if isinstance(failure, _ClusterFailed):
+                raise RuntimeError(error) from None
+            raise failure
+        return result
+
+    def _cluster_facts(self) -> dict:
+        chief = self.workers[0] if self.workers else None
+        facts: Dict[str, Any] = {
+            "workers": self.cfg.workers,
+            "tasks": [w.name for w in self.workers],
+            "addresses": [w.tfc.address for w in self.workers],
+            "pids": [w.proc.pid for w in self.workers],
+            "exit_codes": [w.proc.returncode for w in self.workers],
+            "cpus": [s["cpus"] for s in self.shares],
+            "gpus": [s["gpus"] for s in self.shares],
+            "start_s": self.start_s,
+            "ready_s": [w.ready_s for w in self.workers],
+            "started_s": [w.started_s for w in self.workers],
+            "worker_step_times_s": [], "worker_median_step_s": [],
+        }
+        results = [w.result for w in self.workers if w.reports]
+        if all(r is not None for r in results) and results:
+            facts["worker_step_times_s"] = [list(r.step_times_s) for r in results]
+            facts["worker_median_step_s"] = [r.median_step_s for r in results]
+            ref = list(chief.result.warmup_losses) + list(chief.result.losses)
+            diffs = [abs(a - b) for r in results[1:] for a, b in
+                     zip(list(r.warmup_losses) + list(r.losses), ref)]
+            same_length = all(len(r.losses) + len(r.warmup_losses) == len(ref) for r in results)
+            if len(results) > 1:           # multi_worker: every worker all-reduces the same loss
+                facts["largest_loss_difference"] = max(diffs, default=0.0)
+                facts["losses_identical"] = same_length and not any(diffs)
+        return facts
+
+    def _gather(self, status: str, error: Optional[str], stop_reason: Optional[str]) -> RunResult:
+        cfg = self.cfg
+        facts = self._cluster_facts()
+        chief = self.workers[0].result if self.workers else None
+        loopback = f"TF_CONFIG on loopback: {', '.join(facts['addresses'])}"
+        if cfg.strategy == "multi_worker":
+            notes = [f"multi_worker: a local cluster of {cfg.workers} worker process(es) on this machine "
+                     f"({loopback}), each pinned to its own CPU core(s); step times, losses and samples are "
+                     "the chief's (worker 0), every worker's step times are in extras['cluster']"]
+        else:
+            notes = [f"parameter_server: a local cluster of a chief, {cfg.workers} worker(s) (each pinned to its "
+                     f"own CPU core(s)) and one ps on this machine ({loopback}); the chief coordinates and "
+                     "reports, its step times, losses and samples are the result's"]
+        if self.start_s is not None:
+            notes.append(f"cluster start: {self.start_s:.1f} s from starting the processes until every "
+                         "trainer had imported TensorFlow, joined the cluster and built the model")
+        notes += self.notes
+        if status == "ok" and stop_reason is None and chief is not None:
+            if facts.get("losses_identical") is False:
+                notes.append(f"the workers' losses differ by up to {facts['largest_loss_difference']:.3g} "
+                             "(they all-reduce the same loss, so they should be identical)")
+            failed = [w for w in self.workers if w.result is not None and w.result.status != chief.status]
+            if failed:
+                notes.append("; ".join(f"{w.name}: {w.result.status}: {w.result.error}" for w in failed))
+            return dataclasses.replace(
+                chief, config=cfg, setup_s=self.start_s if self.start_s is not None else chief.setup_s,
+                started_at=self.started_at, run_id=uuid.uuid4().hex[:12], notes=tuple(notes) + chief.notes,
+                extras={**chief.extras, "cluster": facts},
+                error=(f"{self.workers[0].name}: {chief.error}" if chief.error else None))
+        # Failed, interrupted or stopped: what the chief reported before the end.
+        spe = cfg.steps_per_execution
+        times = [t / spe for t in self.log.times_s]
+        w = min(self.warmup_calls, len(times))
+        waits = self.log.waits_s if len(self.log.waits_s) == len(self.log.times_s) else []
+        replicas = self.workers[0].replicas if self.workers else None   # num_replicas_in_sync of the chief
+        return RunResult(
+            config=cfg, status=status, error=error, stop_reason=stop_reason,
+            warmup_times_s=times[:w], warmup_input_wait_s=waits[:w], warmup_start_s=self.log.starts_s[:w],
+            warmup_losses=self.log.losses[:w], step_times_s=times[w:], input_wait_s=waits[w:],
+            step_start_s=self.log.starts_s[w:], losses=self.log.losses[w:],
+            grad_norms=self.log.grad_norms, loss_scales=self.log.loss_scales,
+            examples_per_step=cfg.batch_size, setup_s=self.start_s or 0.0, started_at=self.started_at,
+            run_id=uuid.uuid4().hex[:12], notes=tuple(notes), extras={"cluster": facts},
+            steps_per_call=spe, replicas=replicas)
