@@ -103,8 +103,11 @@ def netns_figures(base: RunConfig) -> dict:
             env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": spec, "task": {"type": "worker", "index": i}})}
             procs.append(subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-m", "tfwb", "worker",
                                            "--config", "-", "--json"], env=env, stdin=subprocess.PIPE,
-                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-        outs = [p.communicate(json.dumps(cfg.to_dict()), timeout=900) for p in procs]
+                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
+        for p in procs:                 # every worker gets its config before any waits for the others
+            p.stdin.write(json.dumps(cfg.to_dict()))
+            p.stdin.close()
+        outs = [(p.stdout.read(), p.wait(timeout=900)) for p in procs]
         wall = time.perf_counter() - t0
         results = [tfwb.RunResult.from_json(out.strip().splitlines()[-1]) for out, _ in outs]
         return {"addresses": spec["worker"], "wall_s": wall, "status": [r.status for r in results],

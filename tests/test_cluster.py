@@ -146,6 +146,23 @@ def test_more_workers_than_cores_fails_before_any_process_starts():
 
 
 @pytest.mark.tf
+def test_placement_gives_each_worker_its_own_cores_and_gpus(monkeypatch):
+    cores = sorted(os.sched_getaffinity(0))
+    shares = cluster.placement(len(cores))
+    assert [s["cpus"] for s in shares] == [[c] for c in cores] and all(s["gpus"] == [] for s in shares)
+    monkeypatch.setattr(cluster, "_visible_gpus", lambda: ["3", "5"])      # a machine with two GPUs
+    assert [s["gpus"] for s in cluster.placement(2)] == [["3"], ["5"]]
+    assert [s["gpus"] for s in cluster.placement(1)] == [["3", "5"]]
+    ps = cluster.placement(1, parameter_server=True)                      # chief, worker, ps
+    assert [s["gpus"] for s in ps] == [[], ["3", "5"], []] and ps[0]["cpus"] == cores
+    tfc = tfconfig.local(1, parameter_servers=1)[0]
+    assert cluster._worker_env(tfc, ps[0], True)["CUDA_VISIBLE_DEVICES"] == ""   # the chief sees no GPU
+    if len(cores) >= 3:
+        with pytest.raises(ValueError, match="it has 2 GPU"):
+            cluster.placement(3)
+
+
+@pytest.mark.tf
 def test_more_mirrored_replicas_than_cores_is_an_error_not_a_cut():
     cores = len(os.sched_getaffinity(0))
     r = train.run(small(strategy="mirrored", replicas=cores + 1))
@@ -211,6 +228,27 @@ def test_inside_a_worker_multi_worker_is_a_clear_error():
     assert lines["CLUSTER"].startswith("failed") and "already a worker of a cluster" in lines["CLUSTER"]
     assert "worker 1 of 2 (localhost:2)" in lines["CLUSTER"]
     assert lines["RUN"].startswith("failed") and "must come before any other TensorFlow work" in lines["RUN"]
+
+
+@pytest.mark.tf
+def test_a_port_taken_under_the_cluster_is_retried_then_a_clear_error(monkeypatch):
+    real_local = tfconfig.local
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        taken = s.getsockname()[1]
+        tries = []
+
+        def always_taken(n, **kw):          # as if another process grabbed worker 0's port every time
+            tries.append(n)
+            return real_local(n, ports=[taken, *tfconfig.free_ports(n - 1)], **kw)
+
+        monkeypatch.setattr(tfconfig, "local", always_taken)
+        r = train.run(small(strategy="multi_worker"))
+    assert len(tries) == cluster.PORT_ATTEMPTS
+    assert r.status == "failed" and "every try to start the cluster found a chosen port taken" in r.error
+    assert f"port {taken}" in r.error and "already in use" in r.error, r.error
+    assert_cluster_gone(r)
 
 
 # -- correctness: the same losses on one device, two replicas and two workers ----------------------------

@@ -10,7 +10,7 @@ import pytest
 from tfwb.config import RunConfig, field_names, parse_clip
 
 CHOICES_MP = "'off', 'mixed_float16', 'mixed_bfloat16'"
-CHOICES_STRATEGY = "'default', 'mirrored', 'multi_worker', 'tpu'"
+CHOICES_STRATEGY = "'default', 'mirrored', 'multi_worker', 'parameter_server', 'tpu'"
 CHOICES_OPT = "'sgd', 'momentum', 'adam', 'adamw', 'rmsprop', 'nadam'"
 CHOICES_SOURCE = "'files', 'generator', 'memory'"
 CHOICES_SIZE = "'auto', 'small', 'full'"

@@ -75,7 +75,10 @@ def test_top_ops_are_named_as_in_the_trace_and_ranked_by_self_time(report):
     times = [o.self_ms for o in report.ops]
     assert times == sorted(times, reverse=True) and "IDLE" not in {o.name for o in report.ops}
     for side in {o.where for o in report.ops}:
-        assert sum(o.share for o in report.ops if o.where == side) == pytest.approx(1.0, abs=1e-6)
+        ops = [o for o in report.ops if o.where == side and o.self_ms > 0]
+        # Shares of one total per side (every op's, listed or not: xprof lists at most 500 ops).
+        assert sum(o.share for o in ops) <= 1 + 1e-6
+        assert [o.share / o.self_ms for o in ops] == pytest.approx([ops[0].share / ops[0].self_ms] * len(ops), rel=1e-3)
     from tfwb.tf.profile import op_types
 
     kinds = op_types(report.ops)

@@ -8,8 +8,10 @@ Every process of a TensorFlow cluster gets the same ``cluster`` (job name -> lis
 
 ``parse`` checks a TF_CONFIG before TensorFlow sees it (TensorFlow's own errors about
 a bad one come late and say little); ``local`` writes the TF_CONFIGs of a cluster on
-this machine, on free loopback ports it has checked. Pure: no TensorFlow, so a worker
-with a bad TF_CONFIG or a taken port fails before it spends seconds importing it.
+this machine, on free loopback ports it has checked; ``join_local_cluster`` is what a
+local cluster's worker does to itself before TensorFlow loads (its cores; die with its
+parent). Pure: no TensorFlow, so a worker with a bad TF_CONFIG or a taken port fails
+before it spends seconds importing it.
 """
 from __future__ import annotations
 

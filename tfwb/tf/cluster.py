@@ -1,7 +1,8 @@
-"""A local multi-worker cluster: worker processes on this machine, on TensorFlow's own runtime.
+"""A local cluster: worker processes on this machine, on TensorFlow's own distributed runtime.
 
-``tfwb.run(RunConfig(strategy="multi_worker", workers=2))`` in a process that is not
-a worker (no ``TF_CONFIG``) comes here. ``run_local_cluster``:
+``tfwb.run(RunConfig(strategy="multi_worker", workers=2))`` (or ``"parameter_server"``)
+in a process that is not part of a cluster (no ``TF_CONFIG``) comes here.
+``run_local_cluster``:
 
 1. checks what it can before any work: the machine can host ``workers`` processes
    (a CPU core each, a GPU each where there are GPUs, memory), the workload can be
@@ -23,6 +24,11 @@ a worker (no ``TF_CONFIG``) comes here. ``run_local_cluster``:
    losses and samples, ``replicas`` = every worker's replicas together, and in
    ``extras["cluster"]`` each worker's step times, the cluster's start time and
    whether every worker reported identical losses (they all-reduce the same loss).
+
+``parameter_server`` runs ``ParameterServerStrategy`` with a ``ClusterCoordinator``: the
+cluster is a chief (it runs ``tfwb.run`` and reports, as a worker does above),
+``workers`` workers and one ps, which only serve (``serve``) and are killed when the
+chief is done; any of them ending early fails the run the same way.
 
 Each worker is pinned to its own share of the CPU cores (and of the GPUs), like a
 host of its own; a worker dies with the process that started it (Linux parent-death
@@ -365,7 +371,7 @@ def _kill(workers: Sequence[_Worker]) -> None:
             w.proc.stdout.close()
 
 
-def _worker_env(tfc: tfconfig.TFConfig, share: dict) -> Dict[str, str]:
+def _worker_env(tfc: tfconfig.TFConfig, share: dict, machine_has_gpus: bool) -> Dict[str, str]:
     import tfwb
 
     env = dict(os.environ)
@@ -377,7 +383,7 @@ def _worker_env(tfc: tfconfig.TFConfig, share: dict) -> Dict[str, str]:
         "PYTHONUNBUFFERED": "1",
     })
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if share["gpus"]:
+    if machine_has_gpus:         # its own GPUs; none for a parameter_server's chief and ps
         env["CUDA_VISIBLE_DEVICES"] = ",".join(share["gpus"])
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(tfwb.__file__)))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, os.getcwd(), env.get("PYTHONPATH", "")) if p)
@@ -503,7 +509,8 @@ class _Cluster:
             err_path = os.path.join(self.tmp, f"{tfc.task_type}-{tfc.task_index}.stderr")
             with open(err_path, "wb") as err:
                 proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
-                                        env=_worker_env(tfc, share), start_new_session=True)
+                                        env=_worker_env(tfc, share, any(x["gpus"] for x in self.shares)),
+                                        start_new_session=True)
             w = _Worker(len(self.workers), tfc, proc, err_path, reports=not ps or tfc.task_type == "chief")
             w.reader = threading.Thread(target=_reader, args=(w, self.events),
                                         name=f"tfwb-worker-{w.index}-reader", daemon=True)
