@@ -436,8 +436,8 @@ def clip_directions(cfg: RunConfig, *, clip_norm: Optional[float] = None,
 
     The gradient is the loss's on the first batch at the initial weights (float32, one
     device). Each clipping is applied by a Keras SGD optimizer with learning rate 1 and
-    the clip argument ``tfwb`` sets for that spec, so the weight change *is* the clipped
-    gradient; the weights are restored after each.
+    the clip argument ``tfwb`` sets for that spec, to weights set to zero, so the weight
+    change *is* the clipped gradient, exactly; the weights are restored after each.
 
     Args:
         cfg: the workload, batch and seed.
@@ -480,10 +480,13 @@ def clip_directions(cfg: RunConfig, *, clip_norm: Optional[float] = None,
             spec = f"{kind}:{threshold:.6g}"
             optimizer = make_optimizer(base.replace(clip=spec))
             optimizer.build(variables)
+            # From zero weights, the new weights are exactly minus the update (no cancellation
+            # against the weights' own values); clipping does not look at the weights.
+            _restore(variables, [np.zeros_like(v) for v in start])
             optimizer.apply_gradients(zip([tf.constant(g) for g in grads], variables))
-            update = [s - v.numpy() for s, v in zip(start, variables)]
+            update = [-v.numpy() for v in variables]
             _restore(variables, start)
-            changed = sum(not np.allclose(u, g, rtol=1e-4, atol=1e-9) for u, g in zip(update, grads))
+            changed = sum(not np.allclose(u, g, rtol=1e-5, atol=0.0) for u, g in zip(update, grads))
             argument = {"norm": "clipnorm", "global_norm": "global_clipnorm", "value": "clipvalue"}[kind]
             rows.append(ClipDirection(spec, argument, cosine(grads, update),
                                       float(np.sqrt(sum(float(np.sum(u.astype(np.float64) ** 2)) for u in update))),
