@@ -93,9 +93,10 @@ def run_case(spec: str, rounds: int, steps: int, top: int) -> dict:
             print(f"{spec} round {r + 1}: unprofiled {a * 1e3:.2f} ms/step, profiled {b * 1e3:.2f} ms/step "
                   f"({ratios[-1]:+.1%}); capture start/stop {outside[-1] * 1e3:.0f} ms, "
                   f"conversion {convert_s[-1] * 1e3:.0f} ms, {op_counts[-1]} ops", flush=True)
+        rep = profile(cfg.replace(label=f"{workload}-{size}-{source}"), steps=steps, top=top,
+                      logdir=os.path.join(tmp, "profile"))
     verdict = stats.compare_rounds(plain_medians, prof_medians, method="alternating order, fresh setup per round")
     q1, q3 = stats.iqr(ratios)
-    rep = profile(cfg.replace(label=f"{workload}-{size}-{source}"), steps=steps, top=top)
     return {
         "case": spec, "config": cfg.to_dict(), "rounds": rounds, "steps_per_round": steps,
         "unprofiled_median_step_ms": stats.median(plain_medians) * 1e3,

@@ -199,3 +199,25 @@ def test_workbench_logdir_gives_each_run_its_own_tensorboard_run(tmp_path):
     runner = RecordingRunner()
     Workbench(RunConfig(steps=3), runner=runner, background=False, hardware={}).run()
     assert len(runner.observers) == 1                          # no logdir: the stop flag alone
+
+
+# -- %tensorboard in a notebook: where it can show ------------------------------------------------------------
+def test_notebook_setup_points_tensorboard_at_the_kernels_own_program_and_the_hub_proxy(tmp_path):
+    from tfwb.tf.tensorboard import notebook_setup
+
+    env = {"PATH": str(tmp_path)}                              # a kernel whose venv is not on PATH
+    beside = os.path.join(os.path.dirname(sys.executable), "tensorboard")
+    text = notebook_setup(env, in_colab=False)
+    if os.path.exists(beside):
+        assert env["TENSORBOARD_BINARY"] == beside and "shows TensorBoard below the cell" in text
+    else:
+        assert "not installed" in text and "TENSORBOARD_BINARY" not in env
+
+    found = "/usr/bin/tensorboard"
+    env = {"JUPYTERHUB_SERVICE_PREFIX": "/user/abc/"}        # Binder, with jupyter-server-proxy
+    assert "proxy" in notebook_setup(env, program=found, has_proxy=True, in_colab=False)
+    assert env == {"JUPYTERHUB_SERVICE_PREFIX": "/user/abc/", "TENSORBOARD_PROXY_URL": "/user/abc/proxy/%PORT%/"}
+    env = {"JUPYTERHUB_SERVICE_PREFIX": "/user/abc/"}        # Binder without it: say so, set nothing
+    assert "cannot reach" in notebook_setup(env, program=found, has_proxy=False, in_colab=False)
+    assert env == {"JUPYTERHUB_SERVICE_PREFIX": "/user/abc/"}
+    assert "Colab" in notebook_setup({}, program=found, in_colab=True)

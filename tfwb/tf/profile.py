@@ -32,6 +32,7 @@ from .. import diagnosis, report as report_tables
 from ..config import RunConfig
 from ..observers import Observer, RunState
 from ..records import RunResult
+from .quiet import native_stderr_captured
 from .tensorboard import Scalars, check_logdir, free_run_dir
 
 _active = {"session": None}
@@ -218,7 +219,14 @@ def tool_data(xplane: str, tool: str) -> Any:
     convert = _converter()
     if convert is None:
         raise RuntimeError(f"reading a profile needs xprof: {INSTALL_HINT}")
-    data, _ = convert([xplane], tool, {})
+    from .train import _TF_LOG_LINE
+
+    # xprof's native library logs to file descriptor 2 (oneDNN's line, absl's start-up warning):
+    # held back, so a notebook cell shows the report, not log lines; anything else is replayed.
+    with native_stderr_captured() as held:
+        data, _ = convert([xplane], tool, {})
+    held.replay(drop=lambda line: bool(_TF_LOG_LINE.match(line.strip()))
+                or line.startswith("WARNING: All log messages before absl::InitializeLog()"))
     if not data:
         raise RuntimeError(f"xprof returned no {tool} for {xplane}")
     return json.loads(data)
@@ -502,7 +510,8 @@ class ProfileReport:
         ms, pct = self.breakdown_ms, self.breakdown_pct
         first = self.steps[0].step if self.steps else "?"
         last = self.steps[-1].step if self.steps else "?"
-        lines = [f"profiled calls {first}..{last} ({len(self.steps)} steps) of {self.result.config.label or self.result.config.workload}: "
+        name = self.result.config.label or self.result.config.workload
+        lines = [f"profiled calls {first}..{last} ({len(self.steps)} steps) of {name}: "
                  f"step {self.step_ms:.2f} ms = input {ms['input']:.2f} ({pct['input']:.0f}%) + compute "
                  f"{ms['compute']:.2f} ({pct['compute']:.0f}%) + other {ms['other']:.2f} ({pct['other']:.0f}%)",
                  f"TF profiler: {self.verdicts()[0]}", f"tfwb: {self.verdicts()[1]}"]
@@ -519,7 +528,8 @@ class ProfileReport:
                 f"({len(self.steps)} steps, {html.escape(self.hardware_type or 'unknown hardware')}); "
                 f"capture <code>{html.escape(self.xplane)}</code></div>")
         def section(title: str, table: str) -> str:
-            return f"<div style='margin:8px 0 2px 0;font-weight:bold;font-size:12px'>{html.escape(title)}</div>{table}"
+            return (f"<div style='margin:8px 0 2px 0;font-weight:bold;font-size:12px'>{html.escape(title)}</div>"
+                    f"{table}")
 
         prof, ours = self.verdicts()
         body = [
@@ -563,8 +573,9 @@ def profile(cfg: RunConfig, steps: int = 5, *, skip: int = 0, logdir: "str | os.
 
     Two things the TF profiler does on its own, which ``ProfileReport.notes`` reports:
     when more than 5 calls are captured it leaves out the first and the last as possibly
-    incomplete steps (seen with xprof 2.24: 6 captured calls gave 4 steps); and after ``TRACED_CALLS_LIMIT`` or so calls of the step function it stops
-    tracing ops it has measured as cheap, so keep warm-up plus ``skip`` short.
+    incomplete steps (seen with xprof 2.24: 6 captured calls gave 4 steps); and after
+    ``TRACED_CALLS_LIMIT`` or so calls of the step function it stops tracing ops it has
+    measured as cheap, so keep warm-up plus ``skip`` short.
 
     Args:
         cfg: the knobs.

@@ -10,7 +10,8 @@ JupyterLab or Colab, ``tensorboard --logdir DIR`` in a terminal.
 
 ``check_logdir`` is the one check of a log folder (created if missing, writable),
 used before any work by ``Scalars``, ``tfwb.profile``, the command line's
-``--logdir`` and the Workbench.
+``--logdir`` and the Workbench. ``notebook_setup`` prepares ``%tensorboard`` for the
+kernel it runs in and says where TensorBoard will show (JupyterLab, Colab, Binder).
 """
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ import importlib.util
 import json
 import os
 import re
-from typing import Optional
+import shutil
+import sys
+from typing import MutableMapping, Optional
 
 import tensorflow as tf
 
@@ -79,6 +82,58 @@ def free_run_dir(logdir: str, name: str) -> str:
         n += 1
         path = f"{base}-{n}"
     return path
+
+
+def notebook_setup(environ: Optional[MutableMapping[str, str]] = None, *, program: Optional[str] = None,
+                   has_proxy: Optional[bool] = None, in_colab: Optional[bool] = None) -> str:
+    """Prepare ``%tensorboard`` for this kernel; return one sentence on where TensorBoard will show.
+
+    - The ``tensorboard`` program: ``%tensorboard`` runs it from ``PATH``. A kernel started
+      from a virtual environment that was not activated has the program beside its Python
+      but not on ``PATH``: then ``TENSORBOARD_BINARY`` is set to it.
+    - JupyterHub (Binder): the browser reaches the notebook server only through the hub,
+      not the ports of the machine the kernel runs on. With ``jupyter-server-proxy``
+      installed, ``TENSORBOARD_PROXY_URL`` sends ``%tensorboard``'s frame through
+      ``<hub prefix>proxy/<port>/``; without it, TensorBoard cannot show in the notebook.
+    - Colab: ``%tensorboard`` works as it is (Colab proxies the port itself).
+
+    Args:
+        environ: the environment to read and set (default ``os.environ``).
+        program: the ``tensorboard`` program found on ``PATH`` (default: looked up).
+        has_proxy: whether ``jupyter_server_proxy`` is installed (default: looked up).
+        in_colab: whether this is a Colab kernel (default: ``google.colab`` is imported).
+
+    Returns:
+        What to expect, e.g. ``"%tensorboard --logdir DIR shows TensorBoard below the cell."``.
+
+    Example:
+        >>> print(notebook_setup())  # doctest: +SKIP
+        %tensorboard --logdir DIR shows TensorBoard below the cell.
+    """
+    env = os.environ if environ is None else environ
+    if program is None:
+        program = shutil.which("tensorboard", path=env.get("PATH"))
+    if program is None and not env.get("TENSORBOARD_BINARY"):
+        beside = os.path.join(os.path.dirname(sys.executable), "tensorboard")
+        if os.path.exists(beside):
+            env["TENSORBOARD_BINARY"] = beside
+        else:
+            return ("the tensorboard program is not installed in this kernel's environment: "
+                    "pip install tensorboard, then %tensorboard --logdir DIR")
+    colab = in_colab if in_colab is not None else "google.colab" in sys.modules
+    if colab:
+        return "%tensorboard --logdir DIR shows TensorBoard below the cell (Colab proxies its port)."
+    prefix = env.get("JUPYTERHUB_SERVICE_PREFIX")
+    if prefix:
+        proxy = has_proxy if has_proxy is not None else importlib.util.find_spec("jupyter_server_proxy") is not None
+        if proxy:
+            env.setdefault("TENSORBOARD_PROXY_URL", prefix.rstrip("/") + "/proxy/%PORT%/")
+            return ("%tensorboard --logdir DIR shows TensorBoard below the cell, through this "
+                    "JupyterHub's proxy (jupyter-server-proxy).")
+        return ("this is a JupyterHub (Binder): your browser cannot reach TensorBoard's port here, and "
+                "jupyter-server-proxy is not installed, so %tensorboard shows nothing; read the tables and "
+                "charts in the notebook, or download DIR and run tensorboard --logdir DIR on your machine.")
+    return "%tensorboard --logdir DIR shows TensorBoard below the cell."
 
 
 class Scalars(Observer):
