@@ -120,6 +120,7 @@ def test_workers_knob_bounds(workers):
 # -- bad requests: refused before any process starts -------------------------------------------------
 tf = pytest.importorskip("tensorflow")
 import tfwb.tf.cluster as cluster  # noqa: E402
+import tfwb.tf.worker as worker  # noqa: E402
 import tfwb.tf.train as train  # noqa: E402
 from tfwb.observers import Observer  # noqa: E402
 from tfwb.workloads import register_workload, unregister_workload  # noqa: E402
@@ -197,7 +198,7 @@ def test_a_workload_named_by_module_attribute_reaches_the_workers():
         unregister_workload("test-cluster-ref")
     assert spec["model_fn"] == "tfwb.tf.workloads.mlp:model" and spec["loss"] is not None
     json.dumps(spec)                                  # it travels as JSON
-    cluster.register_spec(spec)                       # what a worker does with it
+    worker.register_spec(spec)                        # what a worker does with it
     try:
         RunConfig(workload="test-cluster-ref")
     finally:

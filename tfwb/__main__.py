@@ -343,7 +343,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         changes = {k: v for k, v in vars(args).items() if k in KNOBS}
         merged = {**data, **changes}
         merged.setdefault("strategy", "parameter_server" if "ps" in tfc.cluster else "multi_worker")
-        from .tf.cluster import register_spec, worker_main   # TensorFlow loads here
+        from .tf.worker import register_spec, worker_main   # TensorFlow loads here
 
         register_spec(json.loads(args.workload_spec) if args.workload_spec else None)
         cfg = RunConfig.from_dict(merged)

@@ -12,14 +12,15 @@ in a process that is not part of a cluster (no ``TF_CONFIG``) comes here.
 3. starts ``workers`` processes of ``python -m tfwb worker --report``: each reads its
    ``TF_CONFIG``, creates ``MultiWorkerMirroredStrategy`` (TensorFlow's gRPC runtime
    and collectives: nothing home-made), runs the same RunConfig with ``tfwb.run``
-   (``worker_main``) and reports its steps, as lines on its stdout, while it runs;
+   (``tfwb.tf.worker.worker_main``) and reports its steps, as lines on its stdout, while it runs;
 4. watches them: a worker that exits early, crashes or is killed ends the run at
-   once; one that reports no step for ``step_timeout_s`` (default 60 s) after its
-   first is taken as hung (the cluster gets ``start_timeout_s``, default 300 s, to
-   start and finish every worker's first step); either way
-   every worker process is killed (its whole process group) and the run is recorded
-   as ``failed`` with a message naming the worker, how it ended and the tail of its
-   output, keeping the steps the chief reported before;
+   once (measured: 0.3 s from a SIGKILL to the failed result); one that reports no
+   step for ``step_timeout_s`` (default 60 s) after its first is taken as hung (the
+   cluster gets ``start_timeout_s``, default 300 s, to start and finish every
+   worker's first step); either way every worker process is killed (its whole
+   process group) and the run is recorded as ``failed`` with a message naming the
+   worker, how it ended and the tail of its output, keeping the steps the chief
+   reported before;
 5. gathers the workers' results into one ``RunResult``: the chief's step times,
    losses and samples, ``replicas`` = every worker's replicas together, and in
    ``extras["cluster"]`` each worker's step times, the cluster's start time and
@@ -27,7 +28,7 @@ in a process that is not part of a cluster (no ``TF_CONFIG``) comes here.
 
 ``parameter_server`` runs ``ParameterServerStrategy`` with a ``ClusterCoordinator``: the
 cluster is a chief (it runs ``tfwb.run`` and reports, as a worker does above),
-``workers`` workers and one ps, which only serve (``serve``) and are killed when the
+``workers`` workers and one ps, which only serve (``tfwb.tf.worker.serve``) and are killed when the
 chief is done; any of them ending early fails the run the same way.
 
 Each worker is pinned to its own share of the CPU cores (and of the GPUs), like a
@@ -173,103 +174,6 @@ def workload_spec(name: str) -> Optional[dict]:
         loss = keras.losses.serialize(w.loss)
     return {"name": name, "model_fn": w.model_fn.target, "data_fn": w.data_fn.target, "loss": loss,
             "description": w.description}
-
-
-def register_spec(spec: Optional[dict]) -> None:
-    """Register the workload ``workload_spec`` described (in a worker process)."""
-    if not spec:
-        return
-    from ..workloads import register_workload
-
-    loss = None
-    if spec.get("loss") is not None:
-        import keras
-
-        loss = keras.losses.deserialize(spec["loss"])
-    register_workload(spec["name"], spec["model_fn"], spec["data_fn"], loss,
-                      description=spec.get("description", ""))
-
-
-# -- the worker side ------------------------------------------------------------------------------
-def emit(event: str, **fields: Any) -> None:
-    """Write one report line (``@tfwb {json}``) on stdout for the process that started this worker."""
-    sys.stdout.write(REPORT + json.dumps({"event": event, **fields}, separators=(",", ":")) + "\n")
-    sys.stdout.flush()
-
-
-class Reporter(Observer):
-    """A worker's observer: reports set-up and every step to the parent, outside the timed region."""
-
-    def on_run_start(self, run: RunState) -> None:
-        dist = run.extras.get("distribution", {})
-        emit("started", setup_s=run.clock(), replicas=dist.get("replicas"), pid=os.getpid())
-
-    def on_step_end(self, run: RunState, step: int) -> None:
-        log = run.log
-        fields = {"step": step, "time_s": log.times_s[-1], "start_s": log.starts_s[-1], "loss": log.losses[-1]}
-        if len(log.waits_s) == len(log.times_s):
-            fields["wait_s"] = log.waits_s[-1]
-        if log.grad_norms:
-            fields["grad_norm"], fields["loss_scale"] = log.grad_norms[-1], log.loss_scales[-1]
-        emit("step", **fields)
-
-
-def serve(tfc: tfconfig.TFConfig, report: bool = False) -> None:
-    """Serve as a ``parameter_server`` cluster's worker or ps: start TensorFlow's server; never return.
-
-    The chief schedules steps on the workers and keeps variables on the ps tasks
-    through it. It runs until the process is ended (the local cluster kills it when the
-    chief is done; on your own machines, Ctrl-C it).
-    """
-    import tensorflow as tf
-
-    # A server pinned to one core gets one inter-op thread from TensorFlow, and a scheduled
-    # step then deadlocks (it waits, on that thread, for ops queued behind it): give it two.
-    threads = max(2, len(os.sched_getaffinity(0)))
-    config = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=threads)
-    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    server = tf.distribute.Server(resolver.cluster_spec(), job_name=tfc.task_type, task_index=tfc.task_index,
-                                  protocol="grpc", config=config, start=True)
-    if report:
-        emit("ready", task=tfc.who, replicas=None, strategy_s=0.0)
-    else:
-        sys.stderr.write(f"python -m tfwb worker: {tfc.who} serving for the parameter_server chief "
-                         "(Ctrl-C to stop it when the chief is done)\n")
-    server.join()
-
-
-def worker_main(cfg: RunConfig, *, report: bool = False, observers: Sequence[Observer] = ()) -> RunResult:
-    """Run ``cfg`` as this process's part of the cluster its ``TF_CONFIG`` describes.
-
-    ``multi_worker``: creates ``MultiWorkerMirroredStrategy`` first (before anything
-    starts TensorFlow's runtime), then ``tfwb.run(cfg)`` under it. ``parameter_server``:
-    the chief does the same with ``ParameterServerStrategy``; a worker or ps task
-    serves (``serve``) and never returns. With ``report`` every set-up, step and the
-    result go to stdout as ``@tfwb`` lines for ``run_local_cluster``.
-
-    Raises:
-        ValueError: without a (well-formed) ``TF_CONFIG``, or for a strategy that does
-            not run on a cluster.
-    """
-    from .strategies import CLUSTER_STRATEGIES, multi_worker_strategy, parameter_server_strategy
-    from .train import run
-
-    tfc = tfconfig.from_environ()
-    if cfg.strategy not in CLUSTER_STRATEGIES:
-        raise ValueError(f"strategy={cfg.strategy!r} is not allowed in a worker; a worker runs "
-                         f"strategy {' or '.join(map(repr, CLUSTER_STRATEGIES))}")
-    if cfg.strategy == "parameter_server" and tfc.task_type != "chief":
-        serve(tfc, report)
-    t0 = time.perf_counter()
-    strategy = multi_worker_strategy() if cfg.strategy == "multi_worker" else parameter_server_strategy()
-    if report:
-        emit("ready", task=tfc.who, replicas=strategy.num_replicas_in_sync, strategy_s=time.perf_counter() - t0)
-    extra: List[Observer] = [Reporter()] if report else []
-    result = run(cfg, observers=[*extra, *observers])
-    if report:
-        sys.stdout.write(f'{REPORT}{{"event":"result","result":{result.to_json()}}}\n')
-        sys.stdout.flush()
-    return result
 
 
 # -- the parent side -------------------------------------------------------------------------------
