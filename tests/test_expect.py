@@ -168,12 +168,17 @@ def test_parallel_map_exceptions():
 
 @pytest.mark.parametrize("knob_name, value", [
     ("mixed_precision", "off"), ("mixed_precision", "float64"), ("jit_compile", False),
-    ("steps_per_execution", 1), ("strategy", "default"), ("strategy", "parameter_server"),
+    ("steps_per_execution", 1), ("strategy", "default"), ("strategy", "horovod"),
     ("prefetch", False), ("data_source", "generator"), ("sync", True), ("learning_rate", 0.1),
 ])
 def test_expected_for_refuses_baselines_and_unknown_knobs(knob_name, value):
     with pytest.raises(ValueError, match=knob_name if knob_name != "learning_rate" else "knob="):
         expected_for(DESCRIBED["h100"], knob_name, value)
+
+
+def test_parameter_server_on_one_machine_is_expected_slower():
+    e = expected_for(DESCRIBED["binder-2core-avx2"], "strategy", "parameter_server")
+    assert e.direction == SLOWER and "gRPC" in e.why
 
 
 def test_expected_for_refuses_an_unknown_bound():

@@ -660,7 +660,13 @@ def _strategy(hw: Mapping[str, Any], value: str) -> Expected:
         return Expected(SLOWER, "the workers are processes sharing this machine's CPU cores (each gets "
                         "its own share of them: none brings new compute), and every step adds an all-reduce "
                         "between the processes over loopback (gRPC)", than)
-    raise ValueError(f"strategy={value!r} is not allowed; one of 'mirrored', 'multi_worker', 'tpu'")
+    if value == "parameter_server":
+        return Expected(SLOWER, "a chief schedules each step on a worker process and the variables live "
+                        "on a ps process: every step crosses processes over gRPC (tfwb waits for each "
+                        "step's loss, one round trip per step); it pays off for many workers and large "
+                        "sparse models, not on one machine", than)
+    raise ValueError(f"strategy={value!r} is not allowed; one of 'mirrored', 'multi_worker', "
+                     "'parameter_server', 'tpu'")
 
 
 def _input(hw: Mapping[str, Any], knob: str, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
