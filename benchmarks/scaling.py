@@ -40,6 +40,7 @@ import tfwb
 import tfwb.tf  # noqa: F401  (quiet TF import)
 from tfwb import RunConfig, hardware, stats, tfconfig
 from tfwb.observers import Observer
+from tfwb.tf.cluster import alive
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -54,14 +55,6 @@ class KillWorker(Observer):
         if step == self.step and self.sent_at is None:
             self.sent_at = time.perf_counter()
             os.kill(run.extras["cluster"]["pids"][1], signal.SIGKILL)
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def failure_figures(base: RunConfig) -> dict:

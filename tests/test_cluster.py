@@ -38,19 +38,10 @@ def small(**kw) -> RunConfig:
     return RunConfig(**base)
 
 
-def alive(pid: int) -> bool:
-    """True while ``pid`` is a live process (a zombie counts as ended)."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def assert_cluster_gone(result: RunResult) -> None:
     facts = result.extras["cluster"]
     assert facts["pids"], facts
-    assert not [p for p in facts["pids"] if alive(p)], f"worker processes left: {facts['pids']}"
+    assert not [p for p in facts["pids"] if cluster.alive(p)], f"worker processes left: {facts['pids']}"
     ports = [tfconfig.split_address(a)[1] for a in facts["addresses"]]
     assert all(tfconfig.port_free(p) for p in ports), f"ports still taken: {ports}"
 

@@ -235,6 +235,15 @@ def _reader(w: _Worker, events: "queue.Queue") -> None:
     events.put((w, {"event": "eof"}))
 
 
+def alive(pid: int) -> bool:
+    """True while ``pid`` is a live process; a zombie (ended, not yet reaped) counts as ended."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def _stopped_state(pid: int) -> Optional[str]:
     try:
         import psutil
