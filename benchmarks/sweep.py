@@ -7,7 +7,10 @@ Two measurements, each optional (``--parts``):
   (``tfwb.sweep.exhaustive``), same correctness rule and ranking. Figures: each one's
   wall time and runs, the ratio of the two times, and how close the search's winner
   is to the grid's best, judged on the grid's own runs of both (same length, same
-  phase of the benchmark): their ratio and ``tfwb.stats.compare``'s verdict.
+  phase of the benchmark): their ratio and ``tfwb.stats.compare``'s verdict, with the
+  default noise band and with the band learned from the benchmark's own repeated
+  configurations; then, decisively, the two side by side in alternating warm blocks
+  (``tfwb.compare_interleaved``), where the machine's drift cancels.
   Goal: the search costs at most a third of the grid, and its winner is not
   significantly slower than the grid's best.
 - ``default``: ``python -m tfwb sweep``'s default search (``tfwb.sweep.default_space``,
@@ -39,7 +42,9 @@ import time
 
 import tfwb.tf  # noqa: F401  (quiet TF import)
 from tfwb import RunConfig, expect, hardware, stats
-from tfwb.sweep import default_space, exhaustive, per_example_s, sweep
+from tfwb.records import load_results
+from tfwb.tf.interleave import compare_interleaved
+from tfwb.sweep import default_space, exhaustive, run_key, sweep
 from tfwb.sweep_cli import TerminalBar
 
 #: The benchmark's space: 32 candidates that leave the training the same (up to rounding).
@@ -56,46 +61,83 @@ def load() -> list:
     return [round(v, 2) for v in os.getloadavg()]
 
 
+def refuse(cfg, progress=None):
+    raise RuntimeError(f"--reuse: {cfg.label!r} ({cfg.steps} steps) is not in the saved histories")
+
+
+def learned_band(folder: str, *, xla: bool) -> stats.NoiseBand:
+    """The run-to-run noise band learned from this benchmark's repeats: every configuration that ran
+    more than once (in the search, at several rungs, and in the grid) with at least 40 measured steps,
+    with XLA on or off (an XLA step on a busy CPU scatters far more between runs)."""
+    groups: dict = {}
+    for name in ("search.jsonl", "grid.jsonl"):
+        for r in load_results(os.path.join(folder, name)):
+            if r.ok and r.config.steps >= 40 and r.config.jit_compile == xla:
+                groups.setdefault(run_key(r.config.replace(steps=1)), []).append(r.median_step_s)
+    return stats.learn_noise(list(groups.values()))
+
+
 def part_grid(args, bar) -> dict:
     base = RunConfig(workload=args.workload, size=args.size, warmup_steps=args.warmup_steps)
-    tfwb_run = __import__("tfwb").run
-    tfwb_run(base.replace(steps=3))                      # TF's own start-up, paid before either clock runs
-    folder = tempfile.mkdtemp(prefix="tfwb-sweep-bench-")
-    out: dict = {"workload": args.workload, "size": args.size, "space": {k: list(v) for k, v in SPACE.items()},
-                 "eta": args.eta, "rungs": args.rungs, "min_steps": args.min_steps, "load_before": load()}
-    t0 = time.perf_counter()
     space = {k: v for k, v in SPACE.items() if k in args.knobs.split(",")}
-    out["space"] = {k: list(v) for k, v in space.items()}
-    search = sweep(base, space, min_steps=args.min_steps, eta=args.eta, rungs=args.rungs,
-                   history=os.path.join(folder, "search.jsonl"), progress=bar)
-    search_s = time.perf_counter() - t0
-    if bar:
+    folder = args.reuse or args.work or tempfile.mkdtemp(prefix="tfwb-sweep-bench-")
+    os.makedirs(folder, exist_ok=True)
+    kw = dict(min_steps=args.min_steps, eta=args.eta, rungs=args.rungs)
+    if args.reuse:                                  # the analysis again, from a run's saved histories
+        with open(os.path.join(folder, "timings.json")) as fh:
+            timings = json.load(fh)
+        search = sweep(base, space, **kw, history=os.path.join(folder, "search.jsonl"), resume=True, runner=refuse)
+        grid = exhaustive(base, space, steps=search.rung_steps[-1], history=os.path.join(folder, "grid.jsonl"),
+                          resume=True, runner=refuse)
+    else:
+        __import__("tfwb").run(base.replace(steps=3))    # TF's own start-up, paid before either clock runs
+        timings = {"load_before": load(), "command": "python benchmarks/sweep.py " + " ".join(sys.argv[1:])}
+        t0 = time.perf_counter()
+        search = sweep(base, space, **kw, history=os.path.join(folder, "search.jsonl"), progress=bar)
+        timings["search_s"] = time.perf_counter() - t0
         bar.close()
-    out["load_between"] = load()
-    t0 = time.perf_counter()
-    grid = exhaustive(base, space, steps=search.rung_steps[-1], history=os.path.join(folder, "grid.jsonl"),
-                      progress=bar)
-    grid_s = time.perf_counter() - t0
-    if bar:
+        timings["load_between"] = load()
+        t0 = time.perf_counter()
+        grid = exhaustive(base, space, steps=search.rung_steps[-1], history=os.path.join(folder, "grid.jsonl"),
+                          progress=bar)
+        timings["grid_s"] = time.perf_counter() - t0
         bar.close()
-    out["load_after"] = load()
+        timings["load_after"] = load()
+        with open(os.path.join(folder, "timings.json"), "w") as fh:
+            json.dump(timings, fh, indent=1)
+    search_s, grid_s = timings["search_s"], timings["grid_s"]
+    out: dict = {"workload": args.workload, "size": args.size, "space": {k: list(v) for k, v in space.items()},
+                 "eta": args.eta, "rungs": args.rungs, "min_steps": args.min_steps, "histories": folder,
+                 "measured_by": timings.get("command"), "reanalysed": bool(args.reuse),
+                 **{k: v for k, v in timings.items() if k.startswith("load")}}
     by_label = {t.label: t for t in grid.trials}
     winner, best = search.winner, grid.best
+    band, xla_band = learned_band(folder, xla=False), learned_band(folder, xla=True)
     close = None
     if winner is not None and best is not None:
         mine, theirs = by_label[winner.label].runs.get(0), best.runs[0]
         if mine is not None and mine.ok:
-            cmp = stats.compare(per_example_s(theirs), per_example_s(mine))
-            check = expect.ab("the search's winner, run as long in the grid, against the grid's best",
-                              expect.NOT_SLOWER).check(theirs, mine)
+            claim = "the search's winner, run as long in the grid, against the grid's best"
             close = {"winner_in_grid_ms": mine.median_step_s * 1e3, "grid_best_ms": theirs.median_step_s * 1e3,
-                     "ratio": mine.median_step_s / theirs.median_step_s, "verdict": cmp.verdict,
-                     "text": cmp.text(), "check": str(check), "agreed": check.agreed}
+                     "ratio": mine.median_step_s / theirs.median_step_s, "learned_noise": band.text(),
+                     "learned_noise_xla": xla_band.text()}
+            for key, noise in (("default", stats.DEFAULT_NOISE), ("learned", band)):
+                check = expect.ab(claim, expect.NOT_SLOWER).check(theirs, mine, noise=noise)
+                close[key] = {"text": check.comparison.text(), "check": str(check), "agreed": check.agreed}
+            # Decisive, and immune to the machine's drift: both side by side in alternating warm blocks.
+            paired = compare_interleaved(best.config.replace(steps=8), winner.config.replace(steps=8),
+                                         rounds=args.paired_rounds)
+            check = expect.ab(claim + ", in alternating rounds", expect.NOT_SLOWER).check(paired)
+            close["paired"] = {"text": paired.text(), "check": str(check), "agreed": check.agreed,
+                               "method": paired.method}
+            others = [r.median_step_s * 1e3 for r in load_results(os.path.join(folder, "search.jsonl"))
+                      if r.ok and run_key(r.config.replace(steps=1)) == run_key(best.config.replace(steps=1))]
+            close["grid_best_in_search_ms"] = others
     share = search_s / grid_s
     cost = expect.at_most("the search's run time as a share of the grid's", 1 / 3).check(share)
     out.update({
-        "search": {"seconds": search_s, "runs": search.runs, "rung_steps": list(search.rung_steps),
-                   "winner": winner.label if winner else None, "summary": search.summary(),
+        "search": {"seconds": search_s, "runs": search.runs + search.reused, "rung_steps": list(search.rung_steps),
+                   "winner": winner.label if winner else None,
                    "speedup_over_naive": search.speedup.speedup if search.speedup else None,
                    "speedup_verdict": search.speedup.text() if search.speedup else None,
                    "tied": [t.label for t in search.tied], "table": search.table_text(),
@@ -138,7 +180,11 @@ def markdown(res: dict) -> str:
     g = res.get("grid")
     if g:
         s, gr, c = g["search"], g["grid"], g.get("closeness") or {}
-        lines += [f"## Search vs grid: {g['workload']} ({g['size']}), {len(gr['ranking'])} candidates", "",
+        lines += [f"## Search vs grid: {g['workload']} ({g['size']}), {len(gr['ranking'])} candidates", ""]
+        if g.get("reanalysed"):
+            lines += [f"Runs and times from `{g.get('measured_by')}`; figures recomputed from its histories "
+                      "with `--reuse` (the side-by-side check ran then).", ""]
+        lines += [
                   f"Space: {', '.join(f'{k} in {v}' for k, v in g['space'].items())}; successive halving with "
                   f"eta {g['eta']}, rungs of {'/'.join(map(str, s['rung_steps']))} steps; the grid runs every "
                   f"candidate for {gr['steps']} steps.", "",
@@ -149,7 +195,16 @@ def markdown(res: dict) -> str:
                   f"- The search took **{g['search_share_of_grid']:.0%}** of the grid's time. {g['cost_check']}",
                   f"- Its winner, in the grid's own runs: {c.get('winner_in_grid_ms', float('nan')):.1f} ms/step "
                   f"against the grid's best {c.get('grid_best_ms', float('nan')):.1f} ms/step "
-                  f"(ratio {c.get('ratio', float('nan')):.3f}: {c.get('text', 'n/a')}). {c.get('check', '')}",
+                  f"(ratio {c.get('ratio', float('nan')):.3f}).",
+                  f"  - With the default noise band: {c.get('default', {}).get('check', 'n/a')}",
+                  f"  - With the band learned from this benchmark's repeated configurations without XLA, "
+                  f"like the two compared ({c.get('learned_noise', 'n/a')}; with XLA: "
+                  f"{c.get('learned_noise_xla', 'n/a')}): {c.get('learned', {}).get('check', 'n/a')}",
+                  f"  - Side by side, {c.get('paired', {}).get('method', 'n/a')} (drift cancels): "
+                  f"{c.get('paired', {}).get('check', 'n/a')}",
+                  f"  - The grid's best, measured by the search: "
+                  f"{', '.join(f'{v:.1f}' for v in c.get('grid_best_in_search_ms', [])) or 'n/a'} ms/step "
+                  "(its runs there, shortest first).",
                   f"- Speedup of the search's winner over naive: {s['speedup_verdict']}.",
                   f"- Load averages: before {g['load_before']}, between {g['load_between']}, after {g['load_after']}.",
                   "", "Why the winner wins (from the search's runs):", ""]
@@ -178,6 +233,11 @@ def main(argv=None) -> int:
     p.add_argument("--rungs", type=int, default=4)
     p.add_argument("--min-steps", type=int, default=10)
     p.add_argument("--knobs", default=",".join(SPACE), help="the knobs of SPACE to search (all by default)")
+    p.add_argument("--paired-rounds", type=int, default=30,
+                   help="rounds of the side-by-side check of the search's winner against the grid's best")
+    p.add_argument("--work", help="where the grid part keeps its histories (default: a new temporary folder)")
+    p.add_argument("--reuse", metavar="DIR", help="recompute the grid part's figures from the histories and "
+                   "timings a run left in DIR (its --work), running nothing")
     p.add_argument("--out", default="benchmarks/results/sweep")
     args = p.parse_args(argv)
     bar = TerminalBar(sys.stderr, tty=False)
@@ -186,14 +246,14 @@ def main(argv=None) -> int:
     res = {"machine": hardware.describe(hardware.detect()), "python": platform.python_version(),
            "tf": tf.__version__, "command": "python benchmarks/sweep.py " + " ".join(argv or sys.argv[1:])}
     parts = args.parts.split(",")
-    if os.path.exists(args.out + ".json"):          # keep the other part's last figures
-        with open(args.out + ".json") as fh:
-            kept = json.load(fh)
-        res.update({k: v for k, v in kept.items() if k in ("grid", "default") and k not in parts})
     if "grid" in parts:
         res["grid"] = part_grid(args, bar)
     if "default" in parts:
         res["default"] = part_default(args, bar)
+    if os.path.exists(args.out + ".json"):          # keep the other part's last figures
+        with open(args.out + ".json") as fh:
+            kept = json.load(fh)
+        res.update({k: v for k, v in kept.items() if k in ("grid", "default") and k not in parts})
     with open(args.out + ".json", "w") as fh:
         json.dump(res, fh, indent=1, default=str)
     with open(args.out + ".md", "w") as fh:

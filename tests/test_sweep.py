@@ -187,6 +187,14 @@ def test_the_final_comparison_calls_near_equal_finalists_tied():
     assert all(t.status == FINALIST for t in r.finalists[1:])
 
 
+def test_a_winner_slower_than_the_naive_run_says_to_keep_the_naive_configuration():
+    # The naive configuration looks slow in short runs only (a noisy start), so it is pruned early.
+    noisy = FakeRunner(time_fn=lambda cfg: 0.05 if cfg.label == "naive" and cfg.steps > 6 else step_time(cfg) + 0.1)
+    r = sweep(BASE, {"prefetch": [False, True]}, min_steps=6, eta=2, rungs=2, runner=noisy)
+    assert r.winner.label == "prefetch" and r.speedup.verdict == "slower"
+    assert "keep the naive configuration" in r.summary()
+
+
 def test_when_the_naive_run_fails_nothing_is_judged():
     r = sweep(BASE, SPACE, min_steps=6, rungs=2, runner=FakeRunner(fail_if=lambda cfg: cfg.label == "naive"))
     assert r.error and "the naive run did not finish" in r.error and r.winner is None

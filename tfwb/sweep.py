@@ -483,6 +483,9 @@ class SweepResult:
         if self.speedup is not None:
             text += f"; against the naive run ({self._time_text(None, last)}): {self.speedup.text()}"
         text += "."
+        if self.speedup is not None and self.speedup.verdict == stats.SLOWER:
+            text += (" The naive run was faster than the winner at the last rung: keep the naive configuration "
+                     "(the first rungs were too short, or too noisy, to rank it).")
         if self.tied:
             text += " Within noise of it: " + "; ".join(t.label for t in self.tied) + "."
         return f"{text} {cost}."
