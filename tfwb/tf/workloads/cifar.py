@@ -39,7 +39,7 @@ from ...config import RunConfig
 from .. import images as image_files
 from ..pipeline import DEFAULT_TUNING, Source, Tuning
 from . import spec_for
-from .images import augment_fn
+from .images import augment_fn, cnn
 
 #: keras.datasets.cifar10's folder in Keras's cache, and the folder the archive holds.
 KERAS_DIRNAME = "cifar-10-batches-py-target"
@@ -280,13 +280,4 @@ def model(cfg: RunConfig) -> keras.Model:
     Called after the dtype policy is set and inside the strategy scope.
     """
     width = spec_for(SPECS, cfg.resolved_size).width
-    inputs = keras.Input((IMAGE_PX, IMAGE_PX, 3))
-    x = keras.layers.Rescaling(1.0 / 255)(inputs)
-    for mult in (1, 2, 4):
-        x = keras.layers.Conv2D(width * mult, 3, padding="same", activation="relu")(x)
-        x = keras.layers.Conv2D(width * mult, 3, padding="same", activation="relu")(x)
-        x = keras.layers.MaxPooling2D()(x)
-    x = keras.layers.GlobalAveragePooling2D()(x)
-    x = keras.layers.Dense(width * 4, activation="relu")(x)
-    outputs = keras.layers.Dense(N_CLASSES, dtype="float32", name="logits")(x)
-    return keras.Model(inputs, outputs, name=f"cifar10_cnn_{cfg.resolved_size}")
+    return cnn(IMAGE_PX, width, N_CLASSES, f"cifar10_cnn_{cfg.resolved_size}")

@@ -168,6 +168,24 @@ def data(cfg: RunConfig) -> tf.data.Dataset:
     return source(cfg).dataset
 
 
+def cnn(image_px: int, width: int, n_classes: int, name: str) -> keras.Model:
+    """Three blocks of two 3x3 convolutions (``width``, 2x, 4x filters) and a dense head.
+
+    The logits layer is float32 whatever the dtype policy. Shared by the ``images``
+    and ``cifar10`` workloads.
+    """
+    inputs = keras.Input((image_px, image_px, 3))
+    x = keras.layers.Rescaling(1.0 / 255)(inputs)
+    for mult in (1, 2, 4):
+        x = keras.layers.Conv2D(width * mult, 3, padding="same", activation="relu")(x)
+        x = keras.layers.Conv2D(width * mult, 3, padding="same", activation="relu")(x)
+        x = keras.layers.MaxPooling2D()(x)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    x = keras.layers.Dense(width * 4, activation="relu")(x)
+    outputs = keras.layers.Dense(n_classes, dtype="float32", name="logits")(x)
+    return keras.Model(inputs, outputs, name=name)
+
+
 def model(cfg: RunConfig) -> keras.Model:
     """A small CNN whose width grows with the size (logits, float32 output).
 
@@ -176,13 +194,4 @@ def model(cfg: RunConfig) -> keras.Model:
     """
     spec = SPECS[cfg.resolved_size]
     width = 16 if cfg.resolved_size == "small" else 32
-    inputs = keras.Input((spec.image_px, spec.image_px, 3))
-    x = keras.layers.Rescaling(1.0 / 255)(inputs)
-    for mult in (1, 2, 4):
-        x = keras.layers.Conv2D(width * mult, 3, padding="same", activation="relu")(x)
-        x = keras.layers.Conv2D(width * mult, 3, padding="same", activation="relu")(x)
-        x = keras.layers.MaxPooling2D()(x)
-    x = keras.layers.GlobalAveragePooling2D()(x)
-    x = keras.layers.Dense(width * 4, activation="relu")(x)
-    outputs = keras.layers.Dense(spec.n_classes, dtype="float32", name="logits")(x)
-    return keras.Model(inputs, outputs, name=f"images_cnn_{cfg.resolved_size}")
+    return cnn(spec.image_px, width, spec.n_classes, f"images_cnn_{cfg.resolved_size}")
