@@ -176,6 +176,15 @@ def test_expected_for_refuses_baselines_and_unknown_knobs(knob_name, value):
         expected_for(DESCRIBED["h100"], knob_name, value)
 
 
+def test_several_input_knobs_state_a_shared_reason_once():
+    slow_input = RunResult(config=RunConfig(data_source="files"), step_times_s=(0.1,) * 10,
+                           input_wait_s=(0.09,) * 10)
+    e = expect.knob(DESCRIBED["binder-2core-avx2"], slow_input, interleave=True, parallel_map=True)
+    assert "speeds the pipeline up" in e.why
+    reasons = e.why.split("; ")
+    assert len(reasons) == len(set(reasons)), reasons
+
+
 def test_parameter_server_on_one_machine_is_expected_slower():
     e = expected_for(DESCRIBED["binder-2core-avx2"], "strategy", "parameter_server")
     assert e.direction == SLOWER and "gRPC" in e.why

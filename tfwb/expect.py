@@ -773,7 +773,7 @@ def _combine(parts: Sequence[Expected]) -> Expected:
     if len(parts) == 1:
         return parts[0]
     directions = {p.direction for p in parts}
-    why = "; ".join(f"{p.why}" for p in parts)
+    why = "; ".join(dict.fromkeys(p.why for p in parts))      # a reason two knobs share, once
     than = "the baseline"
     if len(directions) == 1:
         return Expected(parts[0].direction, why, than)
