@@ -260,6 +260,7 @@ def test_result_table_markdown_html_json_and_explanation():
         assert f"| {t.label} |" in md
     assert "![by rung](rungs.png)" in md and "## Why the winner wins" in md
     assert "<table" in r._repr_html_() and r.winner.label in r._repr_html_()
+    assert repr(r) == f"<SweepResult: {r.summary()}>" and "\n" not in repr(r).split(": ", 1)[0]
     data = json.loads(json.dumps(r.to_dict()))
     assert data["winner"] == "prefetch, cache" and data["winner_changes"] == {"prefetch": True, "cache": True}
     why = r.explain(DESCRIBED["binder-2core-avx2"])

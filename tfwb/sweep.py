@@ -463,6 +463,10 @@ class SweepResult:
         return out
 
     # -- text -----------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        """One line (the dataclass default would print every run of every candidate)."""
+        return f"<SweepResult: {self.summary()}>"
+
     def summary(self) -> str:
         """A few sentences: the winner, its speedup over naive, ties, the search's cost."""
         n = len(self.trials)
