@@ -7,6 +7,8 @@ import json
 import math
 import os
 import re
+import signal
+import weakref
 
 import pytest
 
@@ -34,6 +36,10 @@ def step_time(cfg):
     return t
 
 
+class _Doomed:
+    """An object to hang a weakref callback on."""
+
+
 class FakeRunner:
     """``runner(cfg, progress=cb)``: times from ``time_fn``, a loss falling towards ``end_loss_fn(cfg)``.
 
@@ -42,8 +48,9 @@ class FakeRunner:
     """
 
     def __init__(self, time_fn=step_time, end_loss_fn=lambda cfg: 1.0, fail_if=lambda cfg: False,
-                 interrupt_at=None, interrupted_at=None, jitter=0.01):
+                 interrupt_at=None, interrupted_at=None, jitter=0.01, sigint_at=None):
         self.time_fn, self.end_loss_fn, self.fail_if = time_fn, end_loss_fn, fail_if
+        self.sigint_at = sigint_at           # (call, step): a real SIGINT to this process there
         self.interrupt_at, self.interrupted_at, self.jitter = interrupt_at, interrupted_at, jitter
         self.configs = []
 
@@ -54,6 +61,10 @@ class FakeRunner:
             raise KeyboardInterrupt
         total = cfg.warmup_steps + cfg.steps
         for done in range(1, total + 1):
+            if (n, done) == self.sigint_at:      # SIGINT lands in a garbage-collection callback, where
+                doomed = _Doomed()                # a KeyboardInterrupt would be printed and lost
+                weakref.finalize(doomed, signal.raise_signal, signal.SIGINT)
+                del doomed
             if progress is not None:
                 progress(done, total)
         if n == self.interrupted_at:
@@ -220,13 +231,16 @@ def test_every_run_is_in_the_history_and_resume_reuses_them(tmp_path):
     assert again.runs == 0 and again.reused == first.runs and again.winner.label == first.winner.label
 
 
-@pytest.mark.parametrize("how", ["keyboard_interrupt", "interrupted_status"])
+@pytest.mark.parametrize("how", ["keyboard_interrupt", "interrupted_status", "sigint"])
 def test_an_interrupted_sweep_keeps_every_finished_run_and_resumes(tmp_path, how):
     path = tmp_path / "runs.jsonl"
-    kw = {"interrupt_at": 5} if how == "keyboard_interrupt" else {"interrupted_at": 5}
+    kw = {"keyboard_interrupt": {"interrupt_at": 5}, "interrupted_status": {"interrupted_at": 5},
+          "sigint": {"sigint_at": (5, 3)}}[how]
+    handler = signal.getsignal(signal.SIGINT)
     stopped = sweep(BASE, SPACE, min_steps=6, rungs=2, runner=FakeRunner(**kw), history=path)
     assert stopped.interrupted and stopped.winner is None and stopped.runs == 4
     assert len(load_results(path)) == 4                      # the four finished runs, not the fifth
+    assert signal.getsignal(signal.SIGINT) is handler        # the sweep's own SIGINT handler is gone
     assert "interrupted" in stopped.summary() and str(path) in stopped.summary()
     rest = FakeRunner()
     done = sweep(BASE, SPACE, min_steps=6, rungs=2, runner=rest, history=path, resume=True)

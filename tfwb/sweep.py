@@ -44,6 +44,8 @@ import itertools
 import json
 import math
 import os
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
@@ -703,12 +705,55 @@ def _lcm(values: Iterable[int]) -> int:
     return out
 
 
+class _Interrupts:
+    """Ctrl-C (or a kernel interrupt) during a sweep becomes a stop at the next step boundary.
+
+    A ``KeyboardInterrupt`` raised wherever SIGINT happens to land can be lost: when
+    it lands in a weakref or garbage-collection callback (TensorFlow runs many),
+    Python prints "Exception ignored" and the sweep runs on to its end. So, on the
+    main thread, the sweep holds a SIGINT handler that only records the request;
+    ``check()`` raises ``KeyboardInterrupt`` at a safe point (after each step of a
+    run, and before each run), where the runner records the run as interrupted. A
+    second Ctrl-C raises at once. The previous handler is restored afterwards.
+    Elsewhere (not the main thread) nothing is installed and SIGINT acts as usual.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: Any = None
+        self._installed = False
+
+    def __enter__(self) -> "_Interrupts":
+        if threading.current_thread() is threading.main_thread():
+            try:
+                self._previous = signal.signal(signal.SIGINT, self._handle)
+                self._installed = True
+            except ValueError:                 # not allowed here (an embedded interpreter)
+                pass
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested:                     # asked twice: do not wait for the step
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def check(self) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous)
+
+
 class _Runs:
     """Runs by configuration: reused from the history, or made (and appended) now."""
 
     def __init__(self, runner: Runner, history: Optional[str], previous: Sequence[RunResult],
-                 progress: Optional[ProgressFn], plan: Callable[[], int]) -> None:
+                 progress: Optional[ProgressFn], plan: Callable[[], int],
+                 interrupts: Optional[_Interrupts] = None) -> None:
         self.runner, self.history, self.progress, self.plan = runner, history, progress, plan
+        self.interrupts = interrupts or _Interrupts()
         self.done: Dict[str, RunResult] = {}
         for res in previous:
             if res.status in ("ok", "failed", "diverged"):       # interrupted runs are run again
@@ -741,9 +786,11 @@ class _Runs:
             res = self.done[key]
             self.reused += 1
         else:
+            self.interrupts.check()          # Ctrl-C between runs
             self.report(cfg.label)
 
             def on_step(done: int, total: int) -> None:
+                self.interrupts.check()      # Ctrl-C during a run: the runner records it interrupted
                 self.report(cfg.label, done, total)
 
             try:
@@ -875,10 +922,12 @@ def sweep(baseline: Optional[RunConfig] = None, space: Optional[Mapping[str, Ite
             remaining += n - (1 if rr == rungs - 1 and naive_trial in alive else 0)
         return runs.count + remaining
 
-    runs = _Runs(runner, path, previous, progress, planned)
+    interrupts = _Interrupts()
+    runs = _Runs(runner, path, previous, progress, planned, interrupts)
     naive: Optional[RunResult] = None
     interrupted, error = False, None
     try:
+        interrupts.__enter__()
         runs.where = (-1, rungs, steps[-1])
         naive = runs.get(baseline.replace(steps=steps[-1]))
         if not naive.ok:
@@ -919,6 +968,8 @@ def sweep(baseline: Optional[RunConfig] = None, space: Optional[Mapping[str, Ite
                 break
     except (_Stop, KeyboardInterrupt):    # Ctrl-C in a run, or between runs: keep what finished
         interrupted = True
+    finally:
+        interrupts.__exit__()
     winner, tied, speedup = None, (), None
     last = rungs - 1
     if not interrupted and error is None and alive and all(last in t.runs for t in alive):
