@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import urllib.request
 
 import pytest
 
+from tfwb import tfconfig
 from tfwb.config import RunConfig
 from tfwb.records import RunResult
 
@@ -27,16 +27,10 @@ CFG = RunConfig(workload="mlp", size="small", data_source="memory", steps=4, war
                 sample_interval_s=0.05, label="a")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def tensorboard_server(logdir: str, log_path: str):
     """A real ``tensorboard`` on a free loopback port, as a subprocess; stopped on exit."""
-    port = free_port()
+    port = tfconfig.free_ports(1)[0]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", logdir,
                                  "--host", "127.0.0.1", "--port", str(port), "--reload_interval", "1"],

@@ -38,21 +38,17 @@ nothing prints after the call.
 """
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import html
-import os
 import re
 import sys
-import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 import tensorflow as tf
 
 from .devices import setup_devices
-from .quiet import Held, native_stderr_captured
+from .quiet import native_captured
 
 __all__ = ["Placed", "Placement", "placement", "parse_log", "short_device", "rows_from_metadata",
            "GrowthAttempt", "try_memory_growth", "OP", "COPY", "COLLECTIVE", "CALL"]
@@ -314,45 +310,6 @@ def _logging_flag() -> bool:
         return False
 
 
-def _flush_c_stdio() -> None:
-    """Flush C's stdio buffers, where TF's placer ``printf``s sit until flushed."""
-    try:
-        ctypes.CDLL(None).fflush(None)
-    except (OSError, AttributeError):       # pragma: no cover - no libc symbol table
-        pass
-
-
-@contextlib.contextmanager
-def _native_stdout_captured() -> Iterator[Held]:
-    """Point file descriptor 1 at a temporary file inside the block (as ``native_stderr_captured`` does 2).
-
-    The text is kept in the yielded ``Held``; the caller decides what to write back. If
-    the block raises, the text is written back to stdout before the exception propagates.
-    """
-    held = Held()
-    sys.stdout.flush()
-    _flush_c_stdio()
-    failed = False
-    with tempfile.TemporaryFile() as captured:
-        saved = os.dup(1)
-        try:
-            os.dup2(captured.fileno(), 1)
-            yield held
-        except BaseException:
-            failed = True
-            raise
-        finally:
-            sys.stdout.flush()
-            _flush_c_stdio()
-            os.dup2(saved, 1)
-            os.close(saved)
-            captured.seek(0)
-            held.text = captured.read().decode(errors="replace")
-            if failed and held.text:
-                sys.stdout.write(held.text)
-                sys.stdout.flush()
-
-
 def _write_back(text: str, stream) -> None:
     kept = "".join(line for line in text.splitlines(keepends=True) if not _is_placement_line(line))
     if kept:
@@ -391,7 +348,7 @@ def placement(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Placement:
     metadata = None
     if ctx is not None:
         ctx.export_run_metadata()   # drop whatever an earlier collection left behind
-    with _native_stdout_captured() as out, native_stderr_captured() as err:
+    with native_captured(1) as out, native_captured(2) as err:
         tf.debugging.set_log_device_placement(True)
         if ctx is not None:
             ctx.enable_graph_collection()

@@ -9,6 +9,7 @@ duration. Imports no TensorFlow (``tfwb.tf`` uses it around ``import tensorflow`
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import sys
 import tempfile
@@ -16,47 +17,68 @@ from typing import Callable, Iterator, Optional
 
 
 class Held:
-    """What a ``native_stderr_captured`` block wrote to file descriptor 2 (``text``, set on exit)."""
+    """What a ``native_captured`` block wrote to its file descriptor (``text``, set on exit)."""
 
-    def __init__(self) -> None:
+    def __init__(self, fd: int = 2) -> None:
+        self.fd = fd
         self.text = ""
 
     def replay(self, drop: Optional[Callable[[str], bool]] = None) -> None:
-        """Write the held text to ``sys.stderr``, without the lines for which ``drop(line)`` is true."""
+        """Write the held text back (to ``sys.stdout`` for descriptor 1, else ``sys.stderr``),
+        without the lines for which ``drop(line)`` is true."""
         lines = self.text.splitlines(keepends=True)
         kept = "".join(line for line in lines if drop is None or not drop(line))
         if kept:
-            sys.stderr.write(kept)
-            sys.stderr.flush()
+            stream = sys.stdout if self.fd == 1 else sys.stderr
+            stream.write(kept)
+            stream.flush()
+
+
+def flush_c_stdio() -> None:
+    """Flush C's stdio buffers (native ``printf`` output sits there until flushed)."""
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):       # pragma: no cover - no libc symbol table
+        pass
 
 
 @contextlib.contextmanager
-def native_stderr_captured() -> Iterator[Held]:
-    """Hold back what is written to file descriptor 2 inside the block.
+def native_captured(fd: int = 2) -> Iterator[Held]:
+    """Hold back what is written to file descriptor ``fd`` (1 or 2) inside the block.
 
     On a normal exit the text is kept in the yielded ``Held`` (dropped unless the
-    caller replays it). If the block raises, the text is written back to stderr
-    before the exception propagates, so a failure still shows what TensorFlow said.
-
-    Example:
-        >>> with native_stderr_captured():      # doctest: +SKIP
-        ...     import tensorflow
+    caller replays it). If the block raises, the text is written back before the
+    exception propagates, so a failure still shows what TensorFlow said.
     """
-    held = Held()
-    sys.stderr.flush()
+    held = Held(fd)
+    stream = sys.stdout if fd == 1 else sys.stderr
+    stream.flush()
+    flush_c_stdio()
     with tempfile.TemporaryFile() as captured:
-        saved = os.dup(2)
+        saved = os.dup(fd)
         failed = False
         try:
-            os.dup2(captured.fileno(), 2)
+            os.dup2(captured.fileno(), fd)
             yield held
         except BaseException:
             failed = True
             raise
         finally:
-            os.dup2(saved, 2)
+            stream.flush()
+            flush_c_stdio()
+            os.dup2(saved, fd)
             os.close(saved)
             captured.seek(0)
             held.text = captured.read().decode(errors="replace")
             if failed:
                 held.replay()
+
+
+def native_stderr_captured() -> "contextlib.AbstractContextManager[Held]":
+    """Hold back what is written to file descriptor 2 inside the block (``native_captured(2)``).
+
+    Example:
+        >>> with native_stderr_captured():      # doctest: +SKIP
+        ...     import tensorflow
+    """
+    return native_captured(2)
