@@ -29,8 +29,7 @@ from typing import Any, Dict, List, Optional
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tfwb import hardware  # noqa: E402 - pure: no TensorFlow
-from tfwb.monitor import (NvmlProbe, PsutilProbe, Sampler,  # noqa: E402
-                          default_probes, driver_version, gpu_info, nvml_available)
+from tfwb.monitor import NvmlProbe, PsutilProbe, Sampler, default_probes, driver_version, gpu_info, nvml_available
 from tfwb.monitor.fakes import FakeProbe  # noqa: E402 - the --dry-run stand-in for NVML
 from tfwb.records import Sample  # noqa: E402
 

@@ -4,7 +4,7 @@ Both loops drive one ``Prepared`` setup (same model, optimizer, compiled step an
 in-memory data, so input is not a factor):
 
 - bare: ``for _ in range(n): loss = p.advance()``, then one ``float(loss)``;
-- instrumented: ``tfwb.tf.train.timed_steps`` (two clock reads, a loss read, a device
+- instrumented: ``tfwb.tf.runner.train.timed_steps`` (two clock reads, a loss read, a device
   sync where there is a GPU or TPU, list appends) with the run's default observers
   (the background ``Sampler`` and a ``Progress`` callback), as ``tfwb.run`` does.
 
@@ -29,7 +29,7 @@ import tfwb.tf  # noqa: F401  (quiet TF import)
 from tfwb import RunConfig, hardware, stats
 from tfwb.monitor import Sampler, default_probes
 from tfwb.observers import Dispatch, Progress, RunState, StepLog
-from tfwb.tf.train import prepared, timed_steps
+from tfwb.tf.runner.train import prepared, timed_steps
 
 
 def bare(p, n: int) -> float:

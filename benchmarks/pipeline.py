@@ -31,7 +31,8 @@ import time
 import tfwb.tf  # noqa: F401  (quiet TF import)
 import tfwb
 from tfwb import RunConfig, hardware, stats
-from tfwb.tf import data as tfdata
+import tfwb.tf.runner.pipeline as tfdata
+from tfwb.tf.workloads.images import storage_latency_s
 
 GOAL_SPEEDUP = 4.0
 GOAL_FRACTION = 0.95
@@ -91,7 +92,7 @@ def main(argv=None) -> dict:
         "tensorflow": __import__("tensorflow").__version__,
         "command": " ".join(["python benchmarks/pipeline.py", *(argv if argv is not None else sys.argv[1:])]),
         "size": args.size, "batch_size": args.batch_size, "rounds": args.rounds,
-        "storage_latency_ms": tfdata.storage_latency_s(cfgs["best"]) * 1e3,
+        "storage_latency_ms": storage_latency_s(cfgs["best"]) * 1e3,
         "configs": {n: c.to_dict() for n, c in cfgs.items()},
         "measured_steps": {n: len(times[n]) for n in names},
         "median_step_ms": {n: med[n] * 1e3 for n in names},

@@ -3,10 +3,10 @@
 For each case (workload, size, data source) and each round, one fresh ``Prepared`` setup
 (warmed up with a few calls) drives both loops, so model, data and compiled step are the
 same, and the capture sees a young step function as ``tfwb.profile``'s does (TF stops
-tracing cheap ops after ~60-90 calls: ``tfwb.tf.profile.TRACED_CALLS_LIMIT``):
+tracing cheap ops after ~60-90 calls: ``tfwb.tf.lab.profiler.TRACED_CALLS_LIMIT``):
 
-- unprofiled: ``tfwb.tf.train.timed_steps`` over ``--steps`` calls;
-- profiled: the same, with a ``tfwb.tf.profile.ProfileWindow`` capturing every one of
+- unprofiled: ``tfwb.tf.runner.train.timed_steps`` over ``--steps`` calls;
+- profiled: the same, with a ``tfwb.tf.lab.profiler.ProfileWindow`` capturing every one of
   those calls (profiler session started before the first, a step ``Trace`` around each,
   the capture written after the last), as ``tfwb.profile`` does.
 
@@ -37,8 +37,8 @@ import time
 import tfwb.tf  # noqa: F401  (quiet TF import)
 from tfwb import RunConfig, hardware, stats
 from tfwb.observers import Dispatch, RunState, StepLog
-from tfwb.tf.profile import ProfileWindow, parse_ops, profile, tool_data
-from tfwb.tf.train import prepared, timed_steps
+from tfwb.tf.lab.profiler import ProfileWindow, parse_ops, profile, tool_data
+from tfwb.tf.runner.train import prepared, timed_steps
 
 DEFAULT_CASES = "mlp:full:memory,text:small:memory,images:full:memory,images:small:files"
 WARMUP_CALLS = 5
@@ -71,7 +71,7 @@ def run_case(spec: str, rounds: int, steps: int, top: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="tfwb-bench-") as tmp:
         for r in range(rounds):
             # A fresh setup per round: TF stops tracing cheap ops after ~60-90 calls of a function
-            # (tfwb.tf.profile.TRACED_CALLS_LIMIT), and tfwb.profile captures a fresh run's early calls.
+            # (tfwb.tf.lab.profiler.TRACED_CALLS_LIMIT), and tfwb.profile captures a fresh run's early calls.
             with prepared(cfg) as p:
                 loop(p, WARMUP_CALLS)                      # trace, allocate, autotune
                 if r % 2 == 0:

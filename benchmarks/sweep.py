@@ -4,7 +4,7 @@ Two measurements, each optional (``--parts``):
 
 - ``grid``: one space on one workload. First the search (``tfwb.sweep``), then every
   candidate of the grid for as many steps as the search's last rung
-  (``tfwb.sweep.exhaustive``), same correctness rule and ranking. Figures: each one's
+  (``tfwb.sweeps.search.exhaustive``), same correctness rule and ranking. Figures: each one's
   wall time and runs, the ratio of the two times, and how close the search's winner
   is to the grid's best, judged on the grid's own runs of both (same length, same
   phase of the benchmark): their ratio and ``tfwb.stats.compare``'s verdict, with the
@@ -13,7 +13,7 @@ Two measurements, each optional (``--parts``):
   (``tfwb.compare_interleaved``), where the machine's drift cancels.
   Goal: the search costs at most a third of the grid, and its winner is not
   significantly slower than the grid's best.
-- ``default``: ``python -m tfwb sweep``'s default search (``tfwb.sweep.default_space``,
+- ``default``: ``python -m tfwb sweep``'s default search (``tfwb.sweeps.search.default_space``,
   10/30/90 steps, eta 3) on the default workload in small mode (``TFWB_FAST=1``): the
   sweep's run time in fast mode.
 
@@ -43,9 +43,9 @@ import time
 import tfwb.tf  # noqa: F401  (quiet TF import)
 from tfwb import RunConfig, expect, hardware, stats
 from tfwb.records import load_results
-from tfwb.tf.interleave import compare_interleaved
-from tfwb.sweep import default_space, exhaustive, run_key, sweep
-from tfwb.sweep_cli import TerminalBar
+from tfwb.tf.lab.interleave import compare_interleaved
+from tfwb.sweeps.search import default_space, exhaustive, run_key, sweep
+from tfwb.cli.sweep import TerminalBar
 
 #: The benchmark's space: 32 candidates that leave the training the same (up to rounding).
 SPACE = {

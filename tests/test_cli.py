@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tfwb import RunConfig, RunResult
-from tfwb.__main__ import Progress, allowed_text, build_parser, default_text, main, option
+from tfwb.cli.commands import Progress, allowed_text, build_parser, default_text, main, option
 from tfwb.config import KNOBS
 from tfwb.knobs import markdown_table
 from tfwb.records import append_result, load_results
@@ -319,7 +319,7 @@ def test_report_missing_file_or_folder_is_an_error(tmp_path, capsys, what):
 
 
 def test_help_and_bad_options_need_no_tensorflow():
-    script = ("import sys, tfwb.__main__ as m\n"
+    script = ("import sys, tfwb.cli.commands as m\n"
               "for argv in (['run', '--help'], ['run', '--steps', '0']):\n"
               "    try:\n        m.main(argv)\n    except SystemExit:\n        pass\n"
               "print('TF', 'tensorflow' in sys.modules, file=sys.stderr)")
@@ -363,7 +363,7 @@ def test_worker_refuses_a_bad_tf_config_or_taken_port_before_tensorflow(monkeypa
 
 
 def test_worker_errors_need_no_tensorflow():
-    script = ("import os, sys, tfwb.__main__ as m\n"
+    script = ("import os, sys, tfwb.cli.commands as m\n"
               "os.environ['TF_CONFIG'] = '{bad'\n"
               "print('STATUS', m.main(['worker']), 'TF', 'tensorflow' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)

@@ -110,9 +110,9 @@ def test_workers_knob_bounds(workers):
 
 # -- bad requests: refused before any process starts -------------------------------------------------
 tf = pytest.importorskip("tensorflow")
-import tfwb.tf.cluster as cluster  # noqa: E402
-import tfwb.tf.worker as worker  # noqa: E402
-import tfwb.tf.train as train  # noqa: E402
+import tfwb.tf.cluster.parent as cluster  # noqa: E402
+import tfwb.tf.cluster.worker as worker  # noqa: E402
+import tfwb.tf.runner.train as train  # noqa: E402
 from tfwb.observers import Observer  # noqa: E402
 from tfwb.workloads import register_workload, unregister_workload  # noqa: E402
 
@@ -207,7 +207,7 @@ def test_inside_a_worker_multi_worker_is_a_clear_error():
         import tensorflow as tf
         tf.constant(1.0) + 1
         from tfwb import RunConfig
-        import tfwb.tf.cluster as cluster, tfwb.tf.train as train
+        import tfwb.tf.cluster.parent as cluster, tfwb.tf.runner.train as train
         cfg = RunConfig(workload="mlp", size="small", strategy="multi_worker", steps=1, warmup_steps=0)
         r = cluster.run_local_cluster(cfg)
         print("CLUSTER", r.status, r.error)

@@ -1,4 +1,4 @@
-"""tfwb.tf.convergence: steps and seconds to a target loss, learning-rate sweeps, clipping's
+"""tfwb.tf.lab.convergence: steps and seconds to a target loss, learning-rate sweeps, clipping's
 direction, held-out loss; and the optimizer knobs' bad values."""
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from tfwb.records import RunResult
 tf = pytest.importorskip("tensorflow")
 import keras  # noqa: E402
 
-from tfwb.tf import convergence as cv  # noqa: E402
-from tfwb.tf import train  # noqa: E402
+from tfwb.tf.lab import convergence as cv  # noqa: E402
+from tfwb.tf.runner import train  # noqa: E402
 from tfwb.workloads import register_workload, unregister_workload  # noqa: E402
 
 pytestmark = pytest.mark.tf

@@ -1,4 +1,4 @@
-"""Tests of tfwb.tf.images, tfwb.tf.pipeline and the built-in workloads: generated image files,
+"""Tests of tfwb.tf.workloads.image_files, tfwb.tf.runner.pipeline and the built-in workloads: generated image files,
 knob-driven pipelines, the mlp workload, a cache that caches."""
 from __future__ import annotations
 
@@ -14,14 +14,16 @@ import pytest
 pytest.importorskip("tensorflow")
 # Import the runner first: it splits the CPU into logical devices, which TF allows only
 # before its runtime starts (test_train's mirrored run needs it in this process).
-import tfwb.tf.train  # noqa: E402,F401
+import tfwb.tf.runner.train  # noqa: E402,F401
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import tfwb  # noqa: E402
 from tfwb.config import RunConfig  # noqa: E402
-from tfwb.tf import data as tfdata  # noqa: E402
-from tfwb.tf import images, pipeline  # noqa: E402
+import tfwb.tf.runner.pipeline as tfdata  # noqa: E402
+from tfwb.tf.workloads.images import storage_latency_s  # noqa: E402
+from tfwb.tf.workloads import image_files as images  # noqa: E402
+from tfwb.tf.runner import pipeline
 from tfwb.workloads import get_workload, register_workload, unregister_workload  # noqa: E402
 
 pytestmark = pytest.mark.tf
@@ -199,10 +201,10 @@ def test_memory_and_generator_notes(data_dir):
 
 
 def test_storage_latency(data_dir):
-    assert tfdata.storage_latency_s(cfg(storage_latency_ms=None)) == SMALL.default_latency_ms / 1e3
-    assert tfdata.storage_latency_s(cfg(storage_latency_ms=0)) == 0
-    assert tfdata.storage_latency_s(cfg(storage_latency_ms=25)) == 0.025
-    assert tfdata.storage_latency_s(cfg(size="full", storage_latency_ms=None)) == (
+    assert storage_latency_s(cfg(storage_latency_ms=None)) == SMALL.default_latency_ms / 1e3
+    assert storage_latency_s(cfg(storage_latency_ms=0)) == 0
+    assert storage_latency_s(cfg(storage_latency_ms=25)) == 0.025
+    assert storage_latency_s(cfg(size="full", storage_latency_ms=None)) == (
         images.SPECS["full"].default_latency_ms / 1e3)
 
 
@@ -471,7 +473,7 @@ def test_memory_source_ignores_the_cache(user_workload):
 
 # -- the stderr helper ---------------------------------------------------------------------------------
 def test_native_stderr_is_held_back_and_replayed_on_failure(capfd):
-    from tfwb.tf.quiet import native_stderr_captured
+    from tfwb.tf.runner.quiet import native_stderr_captured
 
     with native_stderr_captured() as held:
         os.write(2, b"native noise\nkeep me\n")

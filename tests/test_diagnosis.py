@@ -4,8 +4,7 @@ from __future__ import annotations
 import pytest
 
 from tfwb.config import RunConfig
-from tfwb.diagnosis import (FAILED, INPUT_HIGH, INPUT_MODERATE, NO_DATA, NO_INPUT_DATA, NOT_INPUT,
-                           diagnose, expectations, input_verdict)
+from tfwb.diagnosis import FAILED, INPUT_HIGH, INPUT_MODERATE, NO_DATA, NO_INPUT_DATA, NOT_INPUT, diagnose, expectations, input_verdict
 from tfwb.hardware import DESCRIBED
 from tfwb.records import RunResult, Sample
 

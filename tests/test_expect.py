@@ -14,8 +14,7 @@ import pytest
 import tfwb
 from tfwb import expect, stats
 from tfwb.config import RunConfig
-from tfwb.expect import (FASTER, NOT_FASTER, NOT_SLOWER, SAME, SLOWER, AB, Check, Expected, ab,
-                         at_least, at_most, bound_of, equal, expected_for, knob, target, where)
+from tfwb.expect import FASTER, NOT_FASTER, NOT_SLOWER, SAME, SLOWER, AB, Check, Expected, ab, at_least, at_most, bound_of, equal, expected_for, knob, target, where
 from tfwb.hardware import DESCRIBED
 from tfwb.records import RunResult, Sample
 

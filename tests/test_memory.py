@@ -1,4 +1,4 @@
-"""Tests of tfwb.tf.memory.MemoryPeak: the TF allocator's peak on GPUs (with a stand-in for
+"""Tests of tfwb.tf.runner.memory.MemoryPeak: the TF allocator's peak on GPUs (with a stand-in for
 ``tf.config``), the RSS peak from samples on a CPU, and a real CPU run of the observer."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from tfwb.observers import RunState, StepLog
 from tfwb.records import Sample
-from tfwb.tf.memory import EXTRAS_KEY, MemoryPeak
+from tfwb.tf.runner.memory import EXTRAS_KEY, MemoryPeak
 
 MIB = 2 ** 20
 

@@ -139,7 +139,7 @@ def tiny_workload():
 
 @pytest.mark.tf
 def test_a_run_stops_at_the_target_loss_and_says_when(tiny_workload):
-    from tfwb.tf.train import run
+    from tfwb.tf.runner.train import run
 
     r = run(tiny_workload, observers=[StopAtLoss(10.0)])      # any finite loss is below 10
     assert r.status == "ok" and len(r.step_times_s) == 1
@@ -150,7 +150,7 @@ def test_a_run_stops_at_the_target_loss_and_says_when(tiny_workload):
 def test_observers_see_the_model_being_trained(tiny_workload):
     import keras
 
-    from tfwb.tf.train import run
+    from tfwb.tf.runner.train import run
 
     class Watch(Observer):
         def on_run_start(self, run):
@@ -168,7 +168,7 @@ def test_observers_see_the_model_being_trained(tiny_workload):
 
 @pytest.mark.tf
 def test_an_observer_that_fails_at_the_end_leaves_the_result_and_adds_a_note(tiny_workload):
-    from tfwb.tf.train import run
+    from tfwb.tf.runner.train import run
 
     class Broken(Observer):
         def on_run_end(self, run):
@@ -180,8 +180,8 @@ def test_an_observer_that_fails_at_the_end_leaves_the_result_and_adds_a_note(tin
 
 @pytest.mark.tf
 def test_profile_window_captures_only_steps_after_warm_up(tiny_workload, tmp_path):
-    from tfwb.tf.profile import ProfileWindow, xplane_files
-    from tfwb.tf.train import run
+    from tfwb.tf.lab.profiler import ProfileWindow, xplane_files
+    from tfwb.tf.runner.train import run
 
     window = ProfileWindow(str(tmp_path), steps=3, skip=1)
     r = run(tiny_workload.replace(steps=6, warmup_steps=2), observers=[window])
@@ -194,7 +194,7 @@ def test_profile_window_captures_only_steps_after_warm_up(tiny_workload, tmp_pat
 
 @pytest.mark.tf
 def test_a_second_profiler_capture_while_one_runs_is_refused(tmp_path):
-    from tfwb.tf.profile import ProfilerSession
+    from tfwb.tf.lab.profiler import ProfilerSession
 
     with ProfilerSession(str(tmp_path / "a")):
         with pytest.raises(RuntimeError, match="already running"):
@@ -205,8 +205,8 @@ def test_a_second_profiler_capture_while_one_runs_is_refused(tmp_path):
 def test_tensorboard_scalars_are_written_after_the_run_and_read_back(tiny_workload, tmp_path):
     import tensorflow as tf
 
-    from tfwb.tf.tensorboard import Scalars
-    from tfwb.tf.train import run
+    from tfwb.tf.lab.tensorboard import Scalars
+    from tfwb.tf.runner.train import run
 
     r = run(tiny_workload.replace(steps=4, label="tb"), observers=[Scalars(str(tmp_path))])
     assert r.ok and r.extras.get("tensorboard") == os.path.join(str(tmp_path), "tb"), r.notes
@@ -221,7 +221,7 @@ def test_tensorboard_scalars_are_written_after_the_run_and_read_back(tiny_worklo
 
 @pytest.mark.tf
 def test_tensorboard_refuses_a_folder_it_cannot_write(tmp_path):
-    from tfwb.tf.tensorboard import Scalars
+    from tfwb.tf.lab.tensorboard import Scalars
 
     locked = tmp_path / "locked"
     locked.mkdir()
@@ -241,7 +241,7 @@ def test_tensorboard_refuses_a_folder_it_cannot_write(tmp_path):
 def test_grappler_removes_the_seeds_duplicate_square_and_the_switch_restores_settings():
     import tensorflow as tf
 
-    from tfwb.tf import graphs
+    from tfwb.tf.lab import graphs
 
     x = tf.ones((4, 4))
     redundant = graphs.op_counts(lambda v: tf.math.sqrt(v**2 + v**2), x)

@@ -14,14 +14,16 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("tensorflow")
-import tfwb.tf.train  # noqa: E402,F401  (splits the CPU before TF starts, as test_data does)
+import tfwb.tf.runner.train  # noqa: E402,F401  (splits the CPU before TF starts, as test_data does)
 import tensorflow as tf  # noqa: E402
 
 import tfwb  # noqa: E402
 from tfwb.config import RunConfig  # noqa: E402
 from tfwb.records import load_results  # noqa: E402
-from tfwb.tf import autotune, guide, images  # noqa: E402
-from tfwb.tf import data as tfdata  # noqa: E402
+from tfwb.tf.lab import autotune, guide  # noqa: E402
+from tfwb.tf.workloads import image_files as images
+import tfwb.tf.runner.pipeline as tfdata  # noqa: E402
+from tfwb.tf.lab import sharding  # noqa: E402
 from tfwb.workloads import get_workload  # noqa: E402
 
 pytestmark = pytest.mark.tf
@@ -157,14 +159,14 @@ def test_generator_source_shards_too(data_dir):
 
 
 def test_auto_shard_file_policy_cannot_shard_this_pipeline_and_auto_falls_back_to_data(data_dir):
-    element, error = tfdata.try_auto_shard(build(cfg()), 2, 0, "FILE")
+    element, error = sharding.try_auto_shard(build(cfg()), 2, 0, "FILE")
     assert element is None and error == "NotFoundError: Found an unshardable source dataset"
-    auto, err_auto = tfdata.try_auto_shard(build(cfg()), 2, 0, "AUTO")
-    data, err_data = tfdata.try_auto_shard(build(cfg()), 2, 0, "DATA")
+    auto, err_auto = sharding.try_auto_shard(build(cfg()), 2, 0, "AUTO")
+    data, err_data = sharding.try_auto_shard(build(cfg()), 2, 0, "DATA")
     assert err_auto is None and err_data is None
     assert auto[1].numpy().tolist() == data[1].numpy().tolist()
     with pytest.raises(ValueError, match="policy='SOME'"):
-        tfdata.auto_shard(build(cfg()), 2, 0, "SOME")
+        sharding.auto_shard(build(cfg()), 2, 0, "SOME")
 
 
 # -- the files, the cache and their errors -----------------------------------------------------------------

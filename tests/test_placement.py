@@ -1,4 +1,4 @@
-"""tfwb.tf.placement: where ops ran (from the graphs TF instantiated and from its log), memory growth."""
+"""tfwb.tf.lab.placement: where ops ran (from the graphs TF instantiated and from its log), memory growth."""
 import json
 import os
 import subprocess
@@ -12,7 +12,7 @@ tf = pytest.importorskip("tensorflow")
 from tensorflow.core.protobuf import config_pb2  # noqa: E402
 
 from tfwb import RunConfig  # noqa: E402
-from tfwb.tf import placement as pl  # noqa: E402
+from tfwb.tf.lab import placement as pl  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOCAL = "/job:localhost/replica:0/task:0/device:"
@@ -186,7 +186,7 @@ def test_html_table_escapes_and_counts():
 
 @pytest.mark.skipif(not two_cpus(), reason="needs the CPU split into 2 logical devices (tests/conftest.py)")
 def test_the_mirrored_step_runs_on_both_devices_with_one_all_reduce_each():
-    from tfwb.tf.train import prepared
+    from tfwb.tf.runner.train import prepared
 
     cfg = RunConfig(workload="mlp", size="small", data_source="memory", strategy="mirrored", batch_size=32)
     with prepared(cfg) as p:
@@ -210,7 +210,7 @@ def test_tensorflows_own_log_is_captured_where_logging_came_first_and_never_swit
     code = (
         "import ctypes, json, tensorflow as tf\n"
         "tf.debugging.set_log_device_placement(True)   # before anything starts the runtime\n"
-        "from tfwb.tf.placement import placement\n"
+        "from tfwb.tf.lab.placement import placement\n"
         "a = tf.ones((2, 2))\n"
         "print('@before', flush=True)\n"
         "p = placement(lambda: tf.matmul(a, a) * 3.0)\n"

@@ -1,5 +1,5 @@
-"""Tests of tfwb.tf.precision (policy, underflow counts, largest-batch search) and of the
-mixed_float16-on-TPU refusal in tfwb.tf.strategies."""
+"""Tests of tfwb.tf.lab.precision (policy, underflow counts, largest-batch search) and of the
+mixed_float16-on-TPU refusal in tfwb.tf.runner.strategies."""
 from __future__ import annotations
 
 import math
@@ -12,13 +12,11 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-import tfwb.tf.train as train  # noqa: E402
+import tfwb.tf.runner.train as train  # noqa: E402
 from tfwb.config import RunConfig  # noqa: E402
-from tfwb.tf import precision  # noqa: E402
-from tfwb.tf.precision import (BatchSearch, ScaleCount, Underflow, batch_ratio, batches_text,  # noqa: E402
-                               count_lost, is_out_of_memory, largest_batch, largest_batches, policy,
-                               search_largest, underflow, underflow_during)
-from tfwb.tf.strategies import check_precision, make_strategy  # noqa: E402
+from tfwb.tf.lab import precision  # noqa: E402
+from tfwb.tf.lab.precision import BatchSearch, ScaleCount, Underflow, batch_ratio, batches_text, count_lost, is_out_of_memory, largest_batch, largest_batches, policy, search_largest, underflow, underflow_during
+from tfwb.tf.runner.strategies import check_precision, make_strategy  # noqa: E402
 from tfwb.workloads import register_workload, unregister_workload  # noqa: E402
 
 pytestmark = pytest.mark.tf

@@ -36,7 +36,7 @@ class Started(Observer):
 def report(tmp_path_factory):
     pytest.importorskip("tensorflow")
     pytest.importorskip("xprof")
-    from tfwb.tf.profile import profile
+    from tfwb.tf.lab.profiler import profile
 
     return profile(CFG, steps=WINDOW, skip=SKIP, logdir=str(tmp_path_factory.mktemp("profile-logs")), top=8)
 
@@ -80,7 +80,7 @@ def test_top_ops_are_named_as_in_the_trace_and_ranked_by_self_time(report):
         assert sum(o.share for o in ops) <= 1 + 1e-6
         per_ms = [o.share / o.self_ms for o in ops]
         assert per_ms == pytest.approx([per_ms[0]] * len(ops), rel=1e-3)
-    from tfwb.tf.profile import op_types
+    from tfwb.tf.lab.profiler import op_types
 
     kinds = op_types(report.ops)
     assert sum(k.ops for k in kinds) == len(report.ops) and report.top_op_types == kinds[:8]
@@ -131,7 +131,7 @@ def test_the_report_shows_tables_and_a_chart(report):
 
 def test_the_report_says_what_the_profiler_left_out(tmp_path):
     """Steps xprof dropped as incomplete, and a capture taken after many calls, are said in notes."""
-    from tfwb.tf.profile import TRACED_CALLS_LIMIT, profile
+    from tfwb.tf.lab.profiler import TRACED_CALLS_LIMIT, profile
 
     cfg = RunConfig(workload="mlp", size="small", data_source="memory", steps=8, warmup_steps=TRACED_CALLS_LIMIT)
     rep = profile(cfg, steps=6, skip=1, logdir=str(tmp_path))
@@ -148,7 +148,7 @@ def test_the_report_says_what_the_profiler_left_out(tmp_path):
 def test_profiling_while_a_capture_runs_is_refused_before_any_work(tmp_path):
     import tensorflow as tf
 
-    from tfwb.tf.profile import ProfilerSession, capture_running, profile
+    from tfwb.tf.lab.profiler import ProfilerSession, capture_running, profile
 
     started, never = Started(), tmp_path / "never"
     with ProfilerSession(str(tmp_path / "a")):
@@ -166,7 +166,7 @@ def test_profiling_while_a_capture_runs_is_refused_before_any_work(tmp_path):
 
 
 def test_an_unusable_logdir_is_refused_before_any_work(tmp_path):
-    from tfwb.tf.profile import profile
+    from tfwb.tf.lab.profiler import profile
 
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
@@ -186,14 +186,14 @@ def test_an_unusable_logdir_is_refused_before_any_work(tmp_path):
     ({"steps": 5, "skip": 1}, r"steps=5 with skip=1 needs 6 measured calls, but cfg runs 5"),
 ])
 def test_bad_windows_name_the_field_and_what_is_allowed(kwargs, message):
-    from tfwb.tf.profile import profile
+    from tfwb.tf.lab.profiler import profile
 
     with pytest.raises(ValueError, match=message):
         profile(CFG, **kwargs)
 
 
 def test_multi_worker_is_refused_with_what_to_pick_instead():
-    from tfwb.tf.profile import profile
+    from tfwb.tf.lab.profiler import profile
 
     with pytest.raises(ValueError, match="strategy='multi_worker'.*'default' or 'mirrored'"):
         profile(CFG.replace(strategy="multi_worker"), steps=2)
@@ -201,7 +201,7 @@ def test_multi_worker_is_refused_with_what_to_pick_instead():
 
 def test_tfwb_profile_is_the_lazy_entry_point():
     import tfwb
-    from tfwb.tf.profile import profile
+    from tfwb.tf.lab.profiler import profile
 
     assert "profile" in tfwb.__all__ and tfwb.profile is profile
 
@@ -212,7 +212,7 @@ def _table(cols, rows, p=None):
 
 
 def test_parse_steps_splits_each_step_into_input_compute_other():
-    from tfwb.tf.profile import parse_steps, profiler_statement
+    from tfwb.tf.lab.profiler import parse_steps, profiler_statement
 
     cols = ["stepnum", "deviceComputeTimeMs", "hostComputeTimeMs", "kernelLaunchTimeMs", "infeedTimeMs",
             "otherTimeMs", "stepTimeMs"]
@@ -226,7 +226,7 @@ def test_parse_steps_splits_each_step_into_input_compute_other():
 
 
 def test_parse_ops_leaves_idle_out_and_shares_per_side():
-    from tfwb.tf.profile import op_types, parse_ops
+    from tfwb.tf.lab.profiler import op_types, parse_ops
 
     cols = ["host_or_device", "type", "operation", "occurrences", "total_self_time"]
     stats = [_table(cols, [["Host", "IDLE", "IDLE", 0, 9000.0], ["Host", "MatMul", "a/MatMul", 5, 3000.0],
@@ -241,7 +241,7 @@ def test_parse_ops_leaves_idle_out_and_shares_per_side():
 
 def test_shares_are_the_profilers_own_when_it_lists_only_some_ops():
     """xprof lists at most 500 ops; its percentages are of every op's self time, listed or not."""
-    from tfwb.tf.profile import parse_ops
+    from tfwb.tf.lab.profiler import parse_ops
 
     cols = ["host_or_device", "type", "operation", "occurrences", "total_self_time", "host_total_self_time_percent"]
     (op,) = parse_ops([_table(cols, [["Host", "MatMul", "a/MatMul", 5, 3000.0, 0.6]])])

@@ -14,14 +14,12 @@ import pytest
 
 import tfwb
 from tfwb import RunConfig, RunResult
-from tfwb.__main__ import allowed_text, main, option
+from tfwb.cli.commands import allowed_text, main, option
 from tfwb.config import KNOBS
 from tfwb.hardware import DESCRIBED
 from tfwb.records import load_results
-from tfwb.sweep import (FAILED, FINALIST, FIXED_KNOBS, PROMOTED, SLOWER, WINNER, WORSE, SweepProgress,
-                        check_space, candidates, default_space, exhaustive, final_loss, rung_steps, run_key,
-                        sweep)
-from tfwb.sweep_cli import OUT_FILES, TerminalBar, parse_knob
+from tfwb.sweeps.search import FAILED, FINALIST, FIXED_KNOBS, PROMOTED, SLOWER, WINNER, WORSE, SweepProgress, check_space, candidates, default_space, exhaustive, final_loss, rung_steps, run_key, sweep
+from tfwb.cli.sweep import OUT_FILES, TerminalBar, parse_knob
 
 BASE = RunConfig(workload="images", size="small", warmup_steps=1)
 
@@ -297,7 +295,7 @@ def test_exhaustive_grid_runs_every_candidate_once_at_full_length():
 def test_charts_draw_every_stage_and_a_message_when_nothing_finished():
     from matplotlib.figure import Figure
 
-    from tfwb.ui.sweep_charts import draw_finalists, draw_rungs, finalists_png, rungs_png
+    from tfwb.ui.charts.sweep import draw_finalists, draw_rungs, finalists_png, rungs_png
 
     runner = FakeRunner(fail_if=lambda cfg: cfg.jit_compile,
                         end_loss_fn=lambda cfg: 2.0 if cfg.prefetch and not cfg.cache else 1.0)

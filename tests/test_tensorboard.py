@@ -77,8 +77,8 @@ def scalar_values(base: str, run: str, tag: str) -> dict:
 # -- a real server reads back what runs wrote -------------------------------------------------------------
 def test_a_tensorboard_server_reads_back_each_runs_scalars(tmp_path):
     pytest.importorskip("tensorboard", reason="TensorBoard is not installed (pip install tensorboard)")
-    from tfwb.tf.tensorboard import Scalars
-    from tfwb.tf.train import run
+    from tfwb.tf.lab.tensorboard import Scalars
+    from tfwb.tf.runner.train import run
 
     logdir = str(tmp_path / "logs")
     first = run(CFG, observers=[Scalars(logdir)])
@@ -111,7 +111,7 @@ def test_a_tensorboard_server_reads_back_each_runs_scalars(tmp_path):
 
 # -- log folders are checked before any work ----------------------------------------------------------------
 def test_log_folder_checks_name_the_field_and_the_value(tmp_path):
-    from tfwb.tf.tensorboard import Scalars, check_logdir
+    from tfwb.tf.lab.tensorboard import Scalars, check_logdir
 
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
@@ -126,7 +126,7 @@ def test_log_folder_checks_name_the_field_and_the_value(tmp_path):
 
 
 def test_run_names_are_folder_safe_and_never_reuse_a_runs_folder(tmp_path):
-    from tfwb.tf.tensorboard import free_run_dir, run_name
+    from tfwb.tf.lab.tensorboard import free_run_dir, run_name
 
     assert run_name("prefetch=True, cache='memory'") == "prefetch_True_cache_memory"
     assert run_name("../..") == "run" and run_name("01-baseline") == "01-baseline"
@@ -151,8 +151,8 @@ class RecordingRunner:
 
 
 def test_cli_logdir_attaches_scalars_and_refuses_a_bad_folder_before_running(tmp_path, capsys):
-    from tfwb.__main__ import main
-    from tfwb.tf.tensorboard import Scalars
+    from tfwb.cli.commands import main
+    from tfwb.tf.lab.tensorboard import Scalars
 
     runner = RecordingRunner()
     assert main(["run", "--steps", "3", "--logdir", str(tmp_path / "logs")], runner=runner) == 0
@@ -174,7 +174,7 @@ def test_cli_logdir_attaches_scalars_and_refuses_a_bad_folder_before_running(tmp
 def test_workbench_logdir_gives_each_run_its_own_tensorboard_run(tmp_path):
     pytest.importorskip("ipywidgets")
     from tfwb.observers import StopFlag
-    from tfwb.tf.tensorboard import Scalars
+    from tfwb.tf.lab.tensorboard import Scalars
     from tfwb.ui.workbench import Workbench
 
     runner = RecordingRunner()
@@ -197,7 +197,7 @@ def test_workbench_logdir_gives_each_run_its_own_tensorboard_run(tmp_path):
 
 # -- %tensorboard in a notebook: where it can show ------------------------------------------------------------
 def test_notebook_setup_points_tensorboard_at_the_kernels_own_program_and_the_hub_proxy(tmp_path):
-    from tfwb.tf.tensorboard import notebook_setup
+    from tfwb.tf.lab.tensorboard import notebook_setup
 
     env = {"PATH": str(tmp_path)}                              # a kernel whose venv is not on PATH
     beside = os.path.join(os.path.dirname(sys.executable), "tensorboard")

@@ -1,4 +1,4 @@
-"""Tests of tfwb.tf.train: tiny real runs, their records, failures and restored global state."""
+"""Tests of tfwb.tf.runner.train: tiny real runs, their records, failures and restored global state."""
 from __future__ import annotations
 
 import math
@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("tensorflow")
 # tests/conftest.py calls tfwb.setup_devices() at session start, before any test starts
 # TF's runtime, so strategy="mirrored" gets 2 logical CPU devices in this process.
-import tfwb.tf.train as train  # noqa: E402
+import tfwb.tf.runner.train as train  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -297,7 +297,7 @@ def _fresh_python(code: str) -> subprocess.CompletedProcess:
 def test_importing_the_runner_changes_no_devices_and_run_splits_the_cpu_itself():
     proc = _fresh_python("""
         import tensorflow as tf
-        import tfwb.tf.train as train
+        import tfwb.tf.runner.train as train
         from tfwb import RunConfig
         cpu = tf.config.list_physical_devices("CPU")[0]
         assert tf.config.get_logical_device_configuration(cpu) is None, "import split the CPU"
@@ -347,7 +347,7 @@ def test_mirrored_batch_must_divide_among_replicas():
 def test_two_mirrored_runs_with_different_models_in_one_process():
     # In a subprocess: the failure poisons the process's collectives for later mirrored runs.
     code = textwrap.dedent(f"""
-        import tfwb.tf.train as train
+        import tfwb.tf.runner.train as train
         import keras, numpy as np, tensorflow as tf
         from tfwb import RunConfig, register_workload
         def data(cfg):
@@ -618,7 +618,7 @@ def test_tensorflow_log_lines_written_during_a_run_become_notes_not_stderr(capfd
 
 def test_choose_size_measures_a_full_step_and_sets_what_auto_means(monkeypatch):
     from tfwb import config
-    from tfwb.tf import sizing
+    from tfwb.tf.lab import sizing
 
     monkeypatch.delenv("TFWB_FAST", raising=False)
     try:

@@ -10,8 +10,7 @@ import pytest
 
 import tfwb
 from tfwb.config import RunConfig
-from tfwb.workloads import (SOURCE_KNOBS, Ref, Workload, get_workload, register_workload,  # noqa: F401
-                            unregister_workload, workload_names)
+from tfwb.workloads import SOURCE_KNOBS, Ref, Workload, get_workload, register_workload, unregister_workload, workload_names
 
 NAME = "test-workloads-mine"
 

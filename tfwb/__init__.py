@@ -8,14 +8,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from . import expect, observers
-from .config import RunConfig
-from .diagnosis import diagnose  # the function; its module is tfwb.diagnosis
-from .expect import check
-from .records import RunResult, Sample, load_results
-from .stats import compare
-from .sweep import sweep  # the function; its module is tfwb.sweep (from tfwb.sweep import SweepResult)
-from .workloads import register_workload
+from tfwb import expect, observers
+from tfwb.config import RunConfig
+from tfwb.diagnosis import diagnose  # the function; its module is tfwb.diagnosis
+from tfwb.expect import check
+from tfwb.records import RunResult, Sample, load_results
+from tfwb.stats import compare
+from tfwb.sweeps import sweep  # the function; the package is tfwb.sweeps (from tfwb.sweeps import SweepResult)
+from tfwb.workloads import register_workload
 
 __version__ = "0.1.0"
 
@@ -26,13 +26,13 @@ __all__ = [
 ]
 
 _LAZY = {
-    "run": ("tfwb.tf.train", "run"),
+    "run": ("tfwb.tf.runner.train", "run"),
     "Workbench": ("tfwb.ui.workbench", "Workbench"),
     "detect_hardware": ("tfwb.hardware", "detect"),
-    "setup_devices": ("tfwb.tf.devices", "setup_devices"),
-    "compare_interleaved": ("tfwb.tf.interleave", "compare_interleaved"),
-    "choose_size": ("tfwb.tf.sizing", "choose_size"),
-    "profile": ("tfwb.tf.profile", "profile"),
+    "setup_devices": ("tfwb.tf.runner.devices", "setup_devices"),
+    "compare_interleaved": ("tfwb.tf.lab.interleave", "compare_interleaved"),
+    "choose_size": ("tfwb.tf.lab.sizing", "choose_size"),
+    "profile": ("tfwb.tf.lab.profiler", "profile"),
 }
 
 

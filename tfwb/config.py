@@ -15,8 +15,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional, Union
 
-from . import knobs as _knobs
-from .knobs import knob
+from tfwb import knobs as _knobs
+from tfwb.knobs import knob
 
 MIXED_PRECISION = ("off", "mixed_float16", "mixed_bfloat16")
 STRATEGIES = ("default", "mirrored", "multi_worker", "parameter_server", "tpu")
@@ -29,7 +29,7 @@ CLIP_ALLOWED = "None or 'norm:X', 'global_norm:X', 'value:X' with X > 0"
 
 
 def _workload_names() -> tuple:
-    from .workloads import workload_names
+    from tfwb.workloads import workload_names
 
     return workload_names()
 
@@ -187,7 +187,7 @@ class RunConfig:
                     raise ValueError(f"{e} (add one with tfwb.register_workload)") from None
                 raise
         if self._check_workload:
-            from .workloads import get_workload
+            from tfwb.workloads import get_workload
 
             get_workload(self.workload).check(self)      # a data_source this workload honours
         if self.jit_compile and self.execution == "eager":

@@ -48,7 +48,7 @@ def _hardware_of(result) -> dict:
 
 
 def _input_suggestions(cfg, hardware: Optional[dict] = None) -> tuple:
-    from .workloads import get_workload
+    from tfwb.workloads import get_workload
 
     if cfg.data_source == "memory":
         return ()          # staged batches: no pipeline knob applies
@@ -75,7 +75,7 @@ def _input_suggestions(cfg, hardware: Optional[dict] = None) -> tuple:
 
 def _compute_suggestions(result, hardware: dict) -> tuple:
     """Model-side knobs expected to be faster on this hardware for this run (``tfwb.expect``)."""
-    from . import expect
+    from tfwb import expect
 
     cfg = result.config
     candidates = []
@@ -156,8 +156,8 @@ def expectations(cfg, hardware: dict) -> Tuple[str, ...]:
         >>> expectations(RunConfig(strategy="tpu"), DESCRIBED["colab-t4"])
         ("strategy='tpu' with no TPU here: the run fails before any work; pick 'default'.",)
     """
-    from . import expect
-    from .config import RunConfig
+    from tfwb import expect
+    from tfwb.config import RunConfig
 
     defaults = RunConfig()
     out = []

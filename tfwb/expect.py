@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
-from . import stats
+from tfwb import stats
 
 #: Directions an A/B expectation may take (the candidate relative to the baseline).
 FASTER, SLOWER, SAME = stats.FASTER, stats.SLOWER, stats.NO_DIFFERENCE
@@ -207,7 +207,7 @@ class AB:
 
 
 def _moderate_input() -> float:
-    from .diagnosis import MODERATE_INPUT_FRACTION
+    from tfwb.diagnosis import MODERATE_INPUT_FRACTION
 
     return MODERATE_INPUT_FRACTION
 
@@ -387,7 +387,7 @@ def default_device(hw: Mapping[str, Any]) -> Equal:
     TensorFlow places an op on ``GPU:0`` whenever it sees a GPU and the op has a GPU
     kernel, with or without a distribution strategy; otherwise on ``CPU:0`` (a TPU VM's
     TPU takes ``strategy="tpu"``). Check it against
-    ``tfwb.tf.placement.placement(step).main_device()``.
+    ``tfwb.tf.lab.placement.placement(step).main_device()``.
 
     Example:
         >>> print(default_device({"gpus": [{"name": "Tesla T4"}]}))   # doctest: +NORMALIZE_WHITESPACE
@@ -488,7 +488,7 @@ def bound_of(result: Any) -> Optional[str]:
         >>> bound_of(RunResult(config=RunConfig(), step_times_s=(1.0,) * 5, input_wait_s=(0.5,) * 5))
         'input'
     """
-    from .diagnosis import HIGH_INPUT_FRACTION
+    from tfwb.diagnosis import HIGH_INPUT_FRACTION
 
     if result is None or not getattr(result, "ok", False):
         return None
@@ -835,7 +835,7 @@ def precision_memory(hardware: Mapping[str, Any], value: str, baseline: Any = No
         measure (str, default "peak"): ``"peak"``: the run's peak memory
             (``run.extras["memory"]``: TensorFlow's allocator on a GPU or TPU, the
             process's RSS on a CPU), the policy's over float32's; ``"batch"``: the largest
-            batch that trains (``tfwb.tf.precision.largest_batch``), the policy's over
+            batch that trains (``tfwb.tf.lab.precision.largest_batch``), the policy's over
             float32's.
 
     Returns:
@@ -911,7 +911,7 @@ def table(machines: Optional[Mapping[str, Mapping[str, Any]]] = None,
         >>> print(table().splitlines()[0])
         # What each knob is expected to do, per machine
     """
-    from . import hardware as hw_module
+    from tfwb import hardware as hw_module
 
     machines = hw_module.DESCRIBED if machines is None else machines
     names = list(machines)

@@ -16,7 +16,7 @@ import sys
 import threading
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from .monitor import nvml
+from tfwb.monitor import nvml
 
 #: Machines the book describes, in ``detect()``'s shape, so that hardware-dependent code
 #: (``tfwb.expect.expected_for``, ``tfwb.diagnosis.expectations``) is tested on each

@@ -18,8 +18,8 @@ per-step work should append to lists and do the rest in ``on_run_end``.
 Built in here (pure): ``Progress`` (a callback with steps done and total),
 ``StopAtLoss`` (stop when the loss reaches a target), ``StopFlag`` (stop when
 another thread sets it: the Workbench's Stop button). The utilization ``Sampler``
-(``tfwb.monitor``) is an observer too; ``tfwb.tf.profile.ProfileWindow`` captures a
-profiler trace for a window of steps and ``tfwb.tf.tensorboard.Scalars`` writes
+(``tfwb.monitor``) is an observer too; ``tfwb.tf.lab.profiler.ProfileWindow`` captures a
+profiler trace for a window of steps and ``tfwb.tf.lab.tensorboard.Scalars`` writes
 TensorBoard event files.
 """
 from __future__ import annotations
@@ -89,7 +89,7 @@ class RunState:
             first observer, so later observers' ``on_run_end`` can read them).
         model: the Keras model being trained, set by ``tfwb.run`` before ``on_run_start``
             (``None`` in a run that failed before it was built), so an observer can
-            evaluate it (``tfwb.tf.convergence.HeldOutLoss``). It runs on the training
+            evaluate it (``tfwb.tf.lab.convergence.HeldOutLoss``). It runs on the training
             thread between steps; read it, do not change its weights.
     """
 

@@ -12,8 +12,8 @@ import os
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterable, List, Optional, Tuple
 
-from . import stats
-from .config import RunConfig
+from tfwb import stats
+from tfwb.config import RunConfig
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "failed", "interrupted", "diverged")
@@ -241,7 +241,7 @@ class RunResult:
 
     def summary(self) -> str:
         """One line: median step time, IQR, throughput, input share, verdict."""
-        from .diagnosis import diagnose
+        from tfwb.diagnosis import diagnose
 
         name = self.config.label or self.config.workload
         if not self.ok:

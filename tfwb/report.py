@@ -15,10 +15,10 @@ from __future__ import annotations
 import html
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from . import stats
-from .config import RunConfig
-from .diagnosis import diagnose
-from .records import RunResult
+from tfwb import stats
+from tfwb.config import RunConfig
+from tfwb.diagnosis import diagnose
+from tfwb.records import RunResult
 
 #: ``(row key, header)`` for every table column, in order. ``diagnosis`` shows the
 #: bottleneck headline for finished runs and the error for failed ones.

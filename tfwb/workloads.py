@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
 #: read, decoded and augmented. A workload lists the ones it honours in ``source_knobs``.
 SOURCE_KNOBS = ("interleave", "parallel_map", "vectorized_map", "storage_latency_ms")
 
-#: Input knobs tfwb applies to every workload's dataset (``tfwb.tf.pipeline.finish``).
+#: Input knobs tfwb applies to every workload's dataset (``tfwb.tf.runner.pipeline.finish``).
 GENERIC_KNOBS = ("cache", "shuffle_buffer", "batch_size", "prefetch", "deterministic")
 
 #: What each ``data_source`` means for a workload that brings its own ``tf.data.Dataset``.
@@ -117,7 +117,7 @@ class Workload:
             note when set and change nothing.
         source_fn: for a workload whose pipeline needs more than an unbatched dataset
             (a map after the shuffle, per element or per batch; a files or generator
-            source): ``source_fn(cfg, tuning) -> tfwb.tf.pipeline.Source``. ``None``:
+            source): ``source_fn(cfg, tuning) -> tfwb.tf.runner.pipeline.Source``. ``None``:
             the source is ``data_fn(cfg)``.
 
     Example:

@@ -16,9 +16,9 @@ Example:
 """
 from __future__ import annotations
 
-from .nvml import NvmlProbe, driver_version, gpu_info, nvml_available
-from .probes import Probe, PsutilProbe
-from .sampler import MIN_INTERVAL_S, THREAD_NAME, Sampler, default_probes, sampler_threads
+from tfwb.monitor.nvml import NvmlProbe, driver_version, gpu_info, nvml_available
+from tfwb.monitor.probes import Probe, PsutilProbe
+from tfwb.monitor.sampler import MIN_INTERVAL_S, THREAD_NAME, Sampler, default_probes, sampler_threads
 
 __all__ = [
     "Probe", "PsutilProbe", "NvmlProbe", "nvml_available", "gpu_info", "driver_version",

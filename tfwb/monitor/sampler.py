@@ -11,8 +11,8 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..records import Sample
-from .probes import PROBE_FIELDS, Probe
+from tfwb.records import Sample
+from tfwb.monitor.probes import PROBE_FIELDS, Probe
 
 #: Shortest allowed period: below it the probes' own cost and NVML's ~200 ms window
 #: make more samples meaningless.
@@ -42,8 +42,8 @@ def default_probes() -> List[Probe]:
         ``[PsutilProbe()]`` plus ``NvmlProbe()`` when ``nvml_available()``; a probe that
         cannot be built here (psutil missing) is left out.
     """
-    from .nvml import NvmlProbe, nvml_available
-    from .probes import PsutilProbe
+    from tfwb.monitor.nvml import NvmlProbe, nvml_available
+    from tfwb.monitor.probes import PsutilProbe
 
     probes: List[Probe] = []
     try:

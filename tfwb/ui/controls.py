@@ -29,7 +29,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import ipywidgets as W
 
-from ..knobs import GROUPS, Knob
+from tfwb.knobs import GROUPS, Knob
 
 #: CSS class on a control whose text is not a value the knob accepts.
 INVALID_CLASS = "tfwb-invalid"

@@ -31,14 +31,14 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import ipywidgets as W
 
-from .. import config as _config
-from .. import report
-from ..config import RunConfig
-from ..diagnosis import diagnose, expectations
-from ..observers import StopFlag
-from ..records import RunResult, append_result, load_results
-from .controls import build_controls, knob_rows, set_tooltip
-from .interrupt import InterruptBridge, kernel_loop
+from tfwb import config as _config
+from tfwb import report
+from tfwb.config import RunConfig
+from tfwb.diagnosis import diagnose, expectations
+from tfwb.observers import StopFlag
+from tfwb.records import RunResult, append_result, load_results
+from tfwb.ui.controls import build_controls, knob_rows, set_tooltip
+from tfwb.ui.interrupt import InterruptBridge, kernel_loop
 
 #: RunConfig fields that get a control (every knob with a ``group``), in declaration order.
 KNOB_FIELDS: Tuple[str, ...] = tuple(n for n, k in _config.KNOBS.items() if k.group is not None)
@@ -99,7 +99,7 @@ def _accepts(fn: Callable[..., Any], name: str) -> bool:
 
 def _default_hardware() -> dict:
     try:
-        from .. import hardware
+        from tfwb import hardware
 
         return hardware.detect()
     except (ImportError, AttributeError):
@@ -108,7 +108,7 @@ def _default_hardware() -> dict:
 
 def _describe_hardware(hw: dict) -> str:
     try:
-        from .. import hardware
+        from tfwb import hardware
 
         return hardware.describe(hw)
     except (ImportError, AttributeError):
@@ -134,7 +134,7 @@ class Workbench:
             thread (``wait()`` joins it); ``None``: yes inside a Jupyter kernel, where
             the Stop button and kernel interrupts need it, else no.
         logdir (str | PathLike | None, default None): a TensorBoard log folder; each run
-            writes its scalars (``tfwb.tf.tensorboard.Scalars``) to ``logdir/NN-<label or
+            writes its scalars (``tfwb.tf.lab.tensorboard.Scalars``) to ``logdir/NN-<label or
             changes>`` (``NN`` its number in ``results``). Needs a runner that takes
             ``observers`` (``tfwb.run`` does).
 
@@ -169,7 +169,7 @@ class Workbench:
             raise ValueError(f"baseline must be a RunConfig, got {type(baseline).__name__}")
         self.logdir: Optional[str] = None
         if logdir is not None:
-            from ..tf.tensorboard import check_logdir    # TensorFlow loads here (tf.summary writes the logs)
+            from tfwb.tf.lab.tensorboard import check_logdir    # TensorFlow loads here (tf.summary writes the logs)
 
             self.logdir = check_logdir(logdir)
         self.baseline: RunConfig = baseline if baseline is not None else RunConfig()
@@ -520,7 +520,7 @@ class Workbench:
         """The TensorBoard observer for the next run (none without ``logdir``)."""
         if self.logdir is None:
             return ()
-        from ..tf.tensorboard import Scalars, run_name
+        from tfwb.tf.lab.tensorboard import Scalars, run_name
 
         what = cfg.label or "_".join(report.short_changes(cfg, self.baseline)) or "baseline"
         return (Scalars(self.logdir, name=f"{len(self.results) + 1:02d}-{run_name(what)}"),)
@@ -630,7 +630,7 @@ class Workbench:
         its first step keeps the previous chart on screen (with a red note above it)
         instead of replacing it with empty axes.
         """
-        from . import charts
+        from tfwb.ui import charts
 
         self._refresh_history()
         self.compare_chart.value = charts.comparison_png(self.results, self._baseline_result(),

@@ -10,7 +10,7 @@ no hash check of an archive that may have been deleted), and asks
 ``keras.datasets.cifar10.load_data()`` to download it otherwise.
 
 Offline (no route to the CIFAR host, ``TFWB_OFFLINE=1``, or an unreadable cache) it
-falls back to tfwb's generated images (``tfwb.tf.images.render_image``) at CIFAR's
+falls back to tfwb's generated images (``tfwb.tf.workloads.image_files.render_image``) at CIFAR's
 shape, 32x32x3 in 10 classes, made in memory from the seed, and says so: a warning
 when the process first loads them, and a note on every run. The speed lessons hold
 on either; the accuracy is CIFAR-10's only on CIFAR-10.
@@ -35,11 +35,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ...config import RunConfig
-from .. import images as image_files
-from ..pipeline import DEFAULT_TUNING, Source, Tuning
-from . import spec_for
-from .images import augment_fn, cnn
+from tfwb.config import RunConfig
+from tfwb.tf.workloads import image_files
+from tfwb.tf.runner.pipeline import DEFAULT_TUNING, Source, Tuning
+from tfwb.tf.workloads import spec_for
+from tfwb.tf.workloads.images import augment_fn, cnn
 
 #: keras.datasets.cifar10's folder in Keras's cache, and the folder the archive holds.
 KERAS_DIRNAME = "cifar-10-batches-py-target"

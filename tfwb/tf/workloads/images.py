@@ -1,6 +1,6 @@
 """The built-in ``images`` workload: a small CNN fed from PNG shards on disk.
 
-The files are generated once per machine (``tfwb.tf.images``). ``data_source``
+The files are generated once per machine (``tfwb.tf.workloads.image_files``). ``data_source``
 picks how the same files are read:
 
 - ``"files"``: tf.data reads shard folders (in parallel with ``interleave``),
@@ -9,14 +9,14 @@ picks how the same files are read:
 - ``"generator"``: a Python generator reads and decodes with Pillow, wrapped by
   ``from_generator``: the naive pipeline the seeds warn about.
 - ``"memory"``: the first batches decoded and augmented once, held in memory and
-  repeated (``tfwb.tf.pipeline.build_dataset`` stages them).
+  repeated (``tfwb.tf.runner.pipeline.build_dataset`` stages them).
 
 Storage latency is a ``time.sleep`` in a ``tf.py_function`` before each
 ``tf.io.read_file``, in each shard's sequential read. Like a real blocking read,
 it occupies one of tf.data's threads while it waits, and tf.data has one thread
 per CPU core by default: on 2 cores, no more than 2 reads are ever in flight,
 whatever ``cycle_length`` says. So ``interleave=True`` also gives the pipeline a
-private threadpool with a thread per shard in flight (``tfwb.tf.pipeline.io_threads``).
+private threadpool with a thread per shard in flight (``tfwb.tf.runner.pipeline.io_threads``).
 """
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ...config import RunConfig
-from .. import images as image_files
-from ..pipeline import AUTOTUNE, DEFAULT_TUNING, INTERLEAVE_CYCLE, Source, Tuning, map_kwargs
+from tfwb.config import RunConfig
+from tfwb.tf.workloads import image_files
+from tfwb.tf.runner.pipeline import AUTOTUNE, DEFAULT_TUNING, INTERLEAVE_CYCLE, Source, Tuning, map_kwargs
 
 SPECS = image_files.SPECS
 

@@ -17,8 +17,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ...config import RunConfig
-from . import spec_for
+from tfwb.config import RunConfig
+from tfwb.tf.workloads import spec_for
 
 
 @dataclass(frozen=True)

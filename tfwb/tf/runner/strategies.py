@@ -1,19 +1,19 @@
 """Distribution strategies from a RunConfig, and how each one splits the data.
 
 ``mirrored`` uses every GPU (or ``replicas`` of them), or, on a machine without one,
-``replicas`` logical CPU devices (default 2) made by ``tfwb.tf.devices.setup_devices``.
+``replicas`` logical CPU devices (default 2) made by ``tfwb.tf.runner.devices.setup_devices``.
 ``tpu`` connects with ``TPUClusterResolver(tpu="local")`` (Colab's TPU VMs).
 ``multi_worker`` is ``MultiWorkerMirroredStrategy`` in a process that has a
 ``TF_CONFIG`` (a worker); ``parameter_server`` is ``ParameterServerStrategy`` with a
 ``ClusterCoordinator`` in the cluster's ``chief`` (its workers and parameter servers
 only serve). ``tfwb.run`` in any other process starts a local cluster for either
-(``tfwb.tf.cluster``). A knob the hardware cannot honour raises ``ValueError`` before
+(``tfwb.tf.cluster.parent``). A knob the hardware cannot honour raises ``ValueError`` before
 any work.
 
 Every strategy trains on the same global batches: ``batch_size`` is the global batch,
 each of the ``num_replicas_in_sync`` replicas gets ``batch_size / replicas`` examples of
 it, and the loss is averaged over the global batch (``tf.nn.compute_average_loss`` in
-``tfwb.tf.step``), so one device, two mirrored replicas and two workers take the same
+``tfwb.tf.runner.step``), so one device, two mirrored replicas and two workers take the same
 steps (``distribute`` picks the auto-shard policy that keeps it so across workers).
 """
 from __future__ import annotations
@@ -23,9 +23,9 @@ from typing import List, Tuple
 
 import tensorflow as tf
 
-from .. import tfconfig
-from ..config import RunConfig
-from .devices import DEFAULT_CPU_REPLICAS, setup_devices, too_few_cpu_devices_message
+from tfwb import tfconfig
+from tfwb.config import RunConfig
+from tfwb.tf.runner.devices import DEFAULT_CPU_REPLICAS, setup_devices, too_few_cpu_devices_message
 
 _MIRRORED: dict = {}   # one MirroredStrategy per device list, reused across runs
 _MULTI_WORKER: dict = {}   # this worker process's MultiWorkerMirroredStrategy, made once

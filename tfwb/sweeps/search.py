@@ -50,10 +50,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from . import report, stats
-from .config import KNOBS, RunConfig
-from .records import RunResult, append_result, load_results
-from .workloads import get_workload
+from tfwb import report, stats
+from tfwb.config import KNOBS, RunConfig
+from tfwb.records import RunResult, append_result, load_results
+from tfwb.workloads import get_workload
 
 __all__ = ["sweep", "exhaustive", "check_space", "default_space", "candidates", "rung_steps",
            "final_loss", "run_key", "SweepProgress", "SweepResult", "Trial", "Candidate",
@@ -549,7 +549,7 @@ class SweepResult:
     def _one_knob(self, hardware: Optional[Mapping[str, Any]], name: str, value: Any, other_cfg: RunConfig, *,
                   kept: bool) -> str:
         """One line of ``explain``: the winner against ``other_cfg`` (the winner with one knob changed)."""
-        from . import expect
+        from tfwb import expect
 
         w = self.winner
         last = len(self.rung_steps) - 1
@@ -624,7 +624,7 @@ class SweepResult:
             hardware: for the explanation's expectations (``tfwb.hardware.detect()``).
             charts: ``(title, relative path)`` of PNG files to show.
         """
-        from .hardware import describe
+        from tfwb.hardware import describe
 
         b = self.baseline
         lines = [f"# Sweep: {b.workload} ({b.size}), batch {b.batch_size}", ""]
@@ -903,7 +903,7 @@ def sweep(baseline: Optional[RunConfig] = None, space: Optional[Mapping[str, Ite
             raise ValueError(f"history={path!r} already holds {len(previous)} runs; pass resume=True to "
                              "reuse them, or pick another file")
     if runner is None:
-        from . import run as runner          # tfwb.run: TensorFlow loads now, not at import
+        from tfwb import run as runner          # tfwb.run: TensorFlow loads now, not at import
 
     trials = [Trial(c) for c in cands]
     naive_trial = next((t for t in trials if t.candidate.is_naive), None)

@@ -5,8 +5,8 @@
 The baseline (the naive configuration every candidate changes) takes every knob as
 an option, exactly as ``run`` does (``--batch-size 32``); ``--knob NAME=V1,V2,...``
 (repeatable) names a knob to search and its values, spelt as the knob's option takes
-them. Without ``--knob`` the sweep searches ``tfwb.sweep.default_space``. The search
-is ``tfwb.sweep.sweep`` (successive halving).
+them. Without ``--knob`` the sweep searches ``tfwb.sweeps.search.default_space``. The search
+is ``tfwb.sweeps.search.sweep`` (successive halving).
 
 ``--out DIR`` writes ``runs.jsonl`` (every run, appended as it finishes), then
 ``report.md``, ``rungs.png``, ``finalists.png`` and ``sweep.json``. A folder that
@@ -27,8 +27,8 @@ import sys
 import textwrap
 from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple
 
-from .config import KNOBS, RunConfig
-from .sweep import DEFAULT_SPACE, FIXED_KNOBS, SweepProgress, SweepResult, check_space, sweep
+from tfwb.config import KNOBS, RunConfig
+from tfwb.sweeps.search import DEFAULT_SPACE, FIXED_KNOBS, SweepProgress, SweepResult, check_space, sweep
 
 #: Files the sweep writes in ``--out`` (``--force`` replaces these, and only these).
 RUNS_FILE, REPORT_FILE, RUNGS_PNG, FINALISTS_PNG, SUMMARY_FILE = (
@@ -62,7 +62,7 @@ def parse_knob(text: str) -> Tuple[str, Tuple[Any, ...]]:
                          + ", ".join(n for n in KNOBS if n not in FIXED_KNOBS))
     if name in FIXED_KNOBS:
         raise ValueError(f"--knob {text!r}: {name} cannot be swept: {FIXED_KNOBS[name]}")
-    from .__main__ import allowed_text
+    from tfwb.cli.commands import allowed_text
 
     k = KNOBS[name]
     raw = [v for v in (part.strip() for part in values.split(",")) if v]
@@ -86,7 +86,7 @@ def _knob_type(text: str) -> Tuple[str, Tuple[Any, ...]]:
 
 def default_space_text() -> str:
     """The default space in the command line's words (for ``--help``)."""
-    from .__main__ import option
+    from tfwb.cli.commands import option
 
     k = KNOBS
     return "; ".join(f"{option(n)[2:]}={','.join(k[n].format(v) for v in vs)}" for n, vs in DEFAULT_SPACE)
@@ -95,7 +95,7 @@ def default_space_text() -> str:
 # -- the parser -----------------------------------------------------------------------------------------
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     """Add the ``sweep`` command to ``python -m tfwb``'s subparsers and return its parser."""
-    from .__main__ import PROG, HelpFormatter, add_knob_options
+    from tfwb.cli.commands import PROG, HelpFormatter, add_knob_options
 
     p = sub.add_parser(
         "sweep", help="search the knobs for the fastest configuration that still trains correctly",
@@ -219,7 +219,7 @@ def _out_folder(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Op
 
 def write_outputs(result: SweepResult, out: str, hardware: Optional[Dict[str, Any]] = None) -> List[str]:
     """Write the report, the charts and the summary into ``out``; return the paths written."""
-    from .ui.sweep_charts import finalists_png, rungs_png
+    from tfwb.ui.charts.sweep import finalists_png, rungs_png
 
     written = []
     for name, png in ((RUNGS_PNG, rungs_png(result)), (FINALISTS_PNG, finalists_png(result))):
@@ -243,7 +243,7 @@ def write_outputs(result: SweepResult, out: str, hardware: Optional[Dict[str, An
 def cmd_sweep(parser: argparse.ArgumentParser, args: argparse.Namespace,
               runner: Optional[Callable[..., Any]] = None) -> int:
     """Run ``python -m tfwb sweep`` (``args`` from ``add_parser``'s parser)."""
-    from .__main__ import PROG, say
+    from tfwb.cli.commands import PROG, say
 
     changes = {k: v for k, v in vars(args).items() if k in KNOBS}
     try:
@@ -293,7 +293,7 @@ def cmd_sweep(parser: argparse.ArgumentParser, args: argparse.Namespace,
         where = f"; every finished run is in {history}: add --resume to go on" if history else ""
         say(f"{PROG} sweep: interrupted after {result.runs} runs{where}", err=True)
         return INTERRUPTED_EXIT
-    from .hardware import detect
+    from tfwb.hardware import detect
 
     hardware = detect()
     say(result.summary())

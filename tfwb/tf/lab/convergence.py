@@ -16,7 +16,7 @@ what chapter 04 needs, and what anyone tuning an optimizer can reuse:
   saw, from the same generator: what weight decay changes (it regularizes; it does not
   make training faster).
 
-``lr_sweep`` builds the setup once (``tfwb.tf.train.prepared``) and, for each rate,
+``lr_sweep`` builds the setup once (``tfwb.tf.runner.train.prepared``) and, for each rate,
 restores the initial weights and optimizer state, sets the rate and starts the data
 again from the first batch: the same training a fresh run with that rate and seed does
 (the tests compare it with ``tfwb.run``), without tracing the step again for each rate.
@@ -33,16 +33,16 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from .. import stats
-from ..config import RunConfig
-from ..observers import Observer, RunState, StopAtLoss
-from ..records import RunResult
-from ..workloads import get_workload
-from .devices import setup_devices
-from .optimizers import make_optimizer
-from .pipeline import build_dataset
-from .step import per_example_loss
-from .train import prepared, run
+from tfwb import stats
+from tfwb.config import RunConfig
+from tfwb.observers import Observer, RunState, StopAtLoss
+from tfwb.records import RunResult
+from tfwb.workloads import get_workload
+from tfwb.tf.runner.devices import setup_devices
+from tfwb.tf.runner.optimizers import make_optimizer
+from tfwb.tf.runner.pipeline import build_dataset
+from tfwb.tf.runner.step import per_example_loss
+from tfwb.tf.runner.train import prepared, run
 
 __all__ = ["to_target", "TargetRuns", "lr_sweep", "Sweep", "clip_directions", "ClipDirections",
            "ClipDirection", "HeldOutLoss", "held_out", "held_out_curves", "cosine", "blew_up",

@@ -10,7 +10,7 @@ gives one ratio. ``tfwb.stats.compare_rounds`` decides on those ratios.
 Two ways to take turns:
 
 * warm blocks (the default where possible): both configurations are built once in
-  this process (``tfwb.tf.train.prepared``), warmed up (their ``warmup_steps``, then
+  this process (``tfwb.tf.runner.train.prepared``), warmed up (their ``warmup_steps``, then
   one unmeasured turn each, because the first switch runs coldest); each turn runs
   ``settle_steps`` steps left out of the verdict and then ``steps_per_round`` steps
   whose median is the round's time. While one configuration runs, the other's
@@ -30,9 +30,9 @@ import contextlib
 import time
 from typing import Callable, List, Optional, Tuple
 
-from .. import stats
-from ..config import RunConfig
-from ..observers import StepLog
+from tfwb import stats
+from tfwb.config import RunConfig
+from tfwb.observers import StepLog
 
 __all__ = ["compare_interleaved", "can_warm_interleave", "round_order"]
 
@@ -130,7 +130,7 @@ def compare_interleaved(baseline: RunConfig, candidate: RunConfig, *, rounds: Op
 
 
 def _warm_rounds(configs, rounds: int, k: int, settle: int, progress) -> Tuple[List[float], List[float]]:
-    from .train import prepared, timed_steps
+    from tfwb.tf.runner.train import prepared, timed_steps
 
     t0 = time.perf_counter()
 
@@ -154,7 +154,7 @@ def _warm_rounds(configs, rounds: int, k: int, settle: int, progress) -> Tuple[L
 
 
 def _whole_run_rounds(configs, rounds: int, steps: Optional[int], progress) -> Tuple[List[float], List[float]]:
-    from .train import run
+    from tfwb.tf.runner.train import run
 
     times: Tuple[List[float], List[float]] = ([], [])
     for r in range(rounds):

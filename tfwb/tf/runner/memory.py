@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from ..observers import Observer
+from tfwb.observers import Observer
 
 MIB = 2 ** 20
 #: ``run.extras`` key the observer writes.
@@ -56,7 +56,7 @@ class MemoryPeak(Observer):
         None, "peak_mib": {}, "error": ...}`` when neither could be read.
 
     Example:
-        >>> from tfwb.tf.memory import MemoryPeak
+        >>> from tfwb.tf.runner.memory import MemoryPeak
         >>> result = tfwb.run(cfg, observers=[MemoryPeak()])   # doctest: +SKIP
         >>> result.extras["memory"]                           # doctest: +SKIP
         {'source': 'tf_allocator', 'peak_mib': {'GPU:0': 812.5}, ...}

@@ -19,7 +19,7 @@ alternative, which needs no profiler, is ``sweep``: fix the value yourself and
 time the pipeline at each setting, AUTOTUNE included.
 
 ``train_on`` trains a ``RunConfig``'s model on any dataset (e.g. one built with a
-``tfwb.tf.data.Tuning``) and returns a RunResult, so such variants can sit in the
+``tfwb.tf.runner.pipeline.Tuning``) and returns a RunResult, so such variants can sit in the
 same tables as ``tfwb.run`` results.
 """
 from __future__ import annotations
@@ -32,10 +32,10 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import tensorflow as tf
 
-from ..config import RunConfig
-from ..records import RunResult
-from .profile import ProfilerSession
-from .timing import dataset_throughput
+from tfwb.config import RunConfig
+from tfwb.records import RunResult
+from tfwb.tf.lab.profiler import ProfilerSession
+from tfwb.tf.lab.timing import dataset_throughput
 
 #: Settings AUTOTUNE (or you) set, shown as they change over the trace.
 TUNED_KEYS = ("parallelism", "buffer_limit", "cycle_length", "max_batch_results")
@@ -253,10 +253,10 @@ def sweep(cfg: RunConfig, setting: str, values: Iterable[Optional[int]], *, batc
     Args:
         cfg: the knobs (turn on the one the setting belongs to, e.g. ``parallel_map``
             for ``map_parallel_calls``).
-        setting: a ``tfwb.tf.data.Tuning`` field: ``map_parallel_calls``,
+        setting: a ``tfwb.tf.runner.pipeline.Tuning`` field: ``map_parallel_calls``,
             ``interleave_parallel_calls``, ``prefetch_buffer`` or ``io_threads``.
         values: the values to try; ``None`` is the default (AUTOTUNE).
-        batches, warmup: as in ``tfwb.tf.timing.dataset_throughput``.
+        batches, warmup: as in ``tfwb.tf.lab.timing.dataset_throughput``.
         workload: the workload (default: ``cfg.workload``'s).
 
     Returns:
@@ -265,8 +265,8 @@ def sweep(cfg: RunConfig, setting: str, values: Iterable[Optional[int]], *, batc
     Raises:
         ValueError: for an unknown setting or a bad value (from ``Tuning``).
     """
-    from ..workloads import get_workload
-    from .data import Tuning, build_dataset
+    from tfwb.workloads import get_workload
+    from tfwb.tf.runner.pipeline import Tuning, build_dataset
 
     if setting not in ("map_parallel_calls", "interleave_parallel_calls", "prefetch_buffer", "io_threads"):
         raise ValueError(f"setting={setting!r} is not allowed; one of 'map_parallel_calls', "
@@ -296,7 +296,7 @@ def train_on(cfg: RunConfig, dataset: tf.data.Dataset, *, label: str) -> RunResu
     Raises:
         whatever building or training raises (unlike ``tfwb.run``, nothing is caught).
     """
-    from .train import run
+    from tfwb.tf.runner.train import run
 
     result = run(cfg.replace(label=label), dataset=dataset, raise_errors=True)
     return dataclasses.replace(result, notes=result.notes + (f"data: {label} (a dataset built outside RunConfig)",))

@@ -21,9 +21,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from .. import report, stats
-from ..config import RunConfig
-from ..records import RunResult
+from tfwb import report, stats
+from tfwb.config import RunConfig
+from tfwb.records import RunResult
 
 #: Colors used across the charts.
 INPUT_COLOR = "#f28e2b"      # waiting for input
@@ -576,7 +576,7 @@ def draw_profile_steps(ax: Axes, report: Any) -> None:
 
     Args:
         ax: where to draw.
-        report: a ``tfwb.tf.profile.ProfileReport`` (its ``steps``, ``profiled_times_s``).
+        report: a ``tfwb.tf.lab.profiler.ProfileReport`` (its ``steps``, ``profiled_times_s``).
     """
     steps = list(report.steps)
     ax.set_title("TF profiler: time per captured step", fontsize=10, loc="left", pad=30)
@@ -654,7 +654,7 @@ def profile_png(report: Any, *, by: str = "op", width_in: float = 10.0, height_i
     """A profiler capture's chart: the step breakdown left, the top ops right, as PNG bytes.
 
     Args:
-        report: a ``tfwb.tf.profile.ProfileReport`` (``tfwb.profile``'s result).
+        report: a ``tfwb.tf.lab.profiler.ProfileReport`` (``tfwb.profile``'s result).
         by: the right panel's rows: ``"op"`` (names as in the trace) or ``"type"``.
         width_in / height_in: figure size in inches.
         dpi: pixels per inch.
@@ -685,7 +685,7 @@ CURVES = {"loss": "training loss (per step)", "grad_norm": "gradient norm before
 def draw_lr_sweep(ax: Axes, sweeps: Sequence[Any]) -> None:
     """Final loss against learning rate (log x axis), one line per sweep.
 
-    Each sweep is a ``tfwb.tf.convergence.Sweep`` (or anything with ``label``, ``rates``,
+    Each sweep is a ``tfwb.tf.lab.convergence.Sweep`` (or anything with ``label``, ``rates``,
     ``final_losses`` (``None`` where diverged), ``best_rate``, ``best_loss``,
     ``first_loss``, ``steps``, ``tail``). The best rate of each gets a ring; a rate that
     diverged is an ``x`` on the top edge; a loss above ``SWEEP_CEILING`` times the starting
@@ -738,7 +738,7 @@ def draw_curves(ax: Axes, results: Sequence[RunResult], quantity: str = "loss") 
         quantity: ``"loss"`` (each step's training loss), ``"grad_norm"`` (each step's global
             gradient norm before clipping; needs ``RunConfig(grad_norms=True)``; a run that
             clips by global norm gets its threshold as a dotted line) or ``"held_out"``
-            (``extras["held_out"]`` of ``tfwb.tf.convergence.held_out``: the loss on all
+            (``extras["held_out"]`` of ``tfwb.tf.lab.convergence.held_out``: the loss on all
             training examples dashed, on the held-out examples solid).
 
     A run that diverged ends with an ``x`` at its last finite value and "NaN" beside it.

@@ -12,7 +12,7 @@ in a process that is not part of a cluster (no ``TF_CONFIG``) comes here.
 3. starts ``workers`` processes of ``python -m tfwb worker --report``: each reads its
    ``TF_CONFIG``, creates ``MultiWorkerMirroredStrategy`` (TensorFlow's gRPC runtime
    and collectives: nothing home-made), runs the same RunConfig with ``tfwb.run``
-   (``tfwb.tf.worker.worker_main``) and reports its steps, as lines on its stdout, while it runs;
+   (``tfwb.tf.cluster.worker.worker_main``) and reports its steps, as lines on its stdout, while it runs;
 4. watches them: a worker that exits early, crashes or is killed ends the run at
    once (measured: 0.3 s from a SIGKILL to the failed result); one that reports no
    step for ``step_timeout_s`` (default 60 s) after its first is taken as hung (the
@@ -28,7 +28,7 @@ in a process that is not part of a cluster (no ``TF_CONFIG``) comes here.
 
 ``parameter_server`` runs ``ParameterServerStrategy`` with a ``ClusterCoordinator``: the
 cluster is a chief (it runs ``tfwb.run`` and reports, as a worker does above),
-``workers`` workers and one ps, which only serve (``tfwb.tf.worker.serve``) and are killed when the
+``workers`` workers and one ps, which only serve (``tfwb.tf.cluster.worker.serve``) and are killed when the
 chief is done; any of them ending early fails the run the same way.
 
 Each worker is pinned to its own share of the CPU cores (and of the GPUs), like a
@@ -56,10 +56,10 @@ import time
 import uuid
 from typing import Any, Callable, Deque, Dict, List, Optional, Sequence
 
-from .. import tfconfig
-from ..config import RunConfig
-from ..observers import Dispatch, Observer, Progress as ProgressObserver, RunState, StepLog
-from ..records import RunResult
+from tfwb import tfconfig
+from tfwb.config import RunConfig
+from tfwb.observers import Dispatch, Observer, Progress as ProgressObserver, RunState, StepLog
+from tfwb.records import RunResult
 
 REPORT = tfconfig.REPORT
 #: Seconds the cluster has from starting its processes until every worker finished its first step
@@ -118,7 +118,7 @@ def placement(workers: int, parameter_server: bool = False) -> List[dict]:
             CPU cores, more than its GPUs (where it has GPUs), or more than its free memory
             holds (``WORKER_MEMORY_MIB`` each). The message says what it has and what to pick.
     """
-    from .strategies import cpu_cores
+    from tfwb.tf.runner.strategies import cpu_cores
 
     try:
         cores = sorted(os.sched_getaffinity(0))
@@ -153,7 +153,7 @@ def workload_spec(name: str) -> Optional[dict]:
             cannot import a lambda or a notebook's function) or a loss that is neither
             ``None`` nor a Keras loss object; the message says how to register it instead.
     """
-    from ..workloads import Ref, get_workload
+    from tfwb.workloads import Ref, get_workload
 
     w = get_workload(name)
     if w.builtin:
@@ -343,7 +343,7 @@ def run_local_cluster(cfg: RunConfig, *, progress: Optional[Progress] = None, ra
     """
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     try:
-        from .strategies import CLUSTER_STRATEGIES, in_worker
+        from tfwb.tf.runner.strategies import CLUSTER_STRATEGIES, in_worker
 
         if cfg.strategy not in CLUSTER_STRATEGIES:
             raise ValueError(f"strategy={cfg.strategy!r}: a local cluster runs strategy "
@@ -368,7 +368,7 @@ def run_local_cluster(cfg: RunConfig, *, progress: Optional[Progress] = None, ra
                              f"strategy={cfg.strategy!r} with workers={cfg.workers} (the global batch is split "
                              "evenly among them)")
         if cfg.workload == "images":
-            from .images import ensure_images
+            from tfwb.tf.workloads.image_files import ensure_images
 
             ensure_images(cfg.resolved_size, cfg.seed)   # once here, not raced by every worker
     except ValueError as e:

@@ -21,9 +21,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
-from .. import report, stats
-from ..sweep import FAILED, FINALIST, SLOWER, WINNER, WORSE, SweepResult, Trial, per_example_s
-from .charts import _message, figure_png
+from tfwb import report, stats
+from tfwb.sweeps.search import FAILED, FINALIST, SLOWER, WINNER, WORSE, SweepResult, Trial, per_example_s
+from tfwb.ui.charts import _message, figure_png
 
 WINNER_COLOR = report.FASTER_COLOR
 FINALIST_COLOR = "#4e79a7"

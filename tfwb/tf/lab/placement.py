@@ -47,8 +47,8 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 import tensorflow as tf
 
-from .devices import setup_devices
-from .quiet import native_captured
+from tfwb.tf.runner.devices import setup_devices
+from tfwb.tf.runner.quiet import native_captured
 
 __all__ = ["Placed", "Placement", "placement", "parse_log", "short_device", "rows_from_metadata",
            "GrowthAttempt", "try_memory_growth", "OP", "COPY", "COLLECTIVE", "CALL"]

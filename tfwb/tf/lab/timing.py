@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Tuple
 
 import tensorflow as tf
 
-from .. import stats
+from tfwb import stats
 
 
 @dataclass(frozen=True)

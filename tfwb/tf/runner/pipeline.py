@@ -10,7 +10,7 @@ shape its source (``tfwb.tf.workloads.images``); the generic ones (``cache``,
 ``shuffle_buffer``, ``batch_size``, ``prefetch``, ``deterministic``) are applied here.
 
 A knob that is off is off. tf.data rewrites a pipeline on its own (see
-``tfwb.tf.autotune``): it injects a final ``prefetch``, fuses ``map`` + ``batch``
+``tfwb.tf.lab.autotune``): it injects a final ``prefetch``, fuses ``map`` + ``batch``
 into one op that fills batches ahead in its own thread, copies batch elements in
 parallel, and parallelizes stateless maps. So ``prefetch=False`` also turns off the
 injected prefetch, the map+batch fusion and the parallel batch (each produces ahead
@@ -40,9 +40,9 @@ from typing import Callable, List, Optional, Tuple
 
 import tensorflow as tf
 
-from ..config import RunConfig
-from ..workloads import GENERIC_KNOBS, Workload, get_workload
-from .quiet import native_stderr_captured
+from tfwb.config import RunConfig
+from tfwb.workloads import GENERIC_KNOBS, Workload, get_workload
+from tfwb.tf.runner.quiet import native_stderr_captured
 
 AUTOTUNE = tf.data.AUTOTUNE
 INTERLEAVE_CYCLE = 16          # shards read at once with interleave=True

@@ -6,12 +6,12 @@ import platform
 import keras
 import tensorflow as tf
 
-from ..config import RunConfig
+from tfwb.config import RunConfig
 
 
 def fingerprint(cfg: RunConfig, strategy=None) -> dict:
     """Versions, devices and machine a run used (JSON-ready)."""
-    from .. import hardware
+    from tfwb import hardware
 
     gpus = []
     for d in tf.config.list_physical_devices("GPU"):

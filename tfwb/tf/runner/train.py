@@ -20,7 +20,7 @@ Global state: a run sets the Keras dtype policy and restores the previous one;
 it seeds Python, NumPy and TF with ``cfg.seed`` (``keras.utils.set_random_seed``),
 which stays set; before it touches TF's runtime it calls ``setup_devices()``, which
 splits the CPU into logical devices when there is no GPU and the runtime has not
-started yet (see ``tfwb.tf.devices``). Importing this module changes nothing.
+started yet (see ``tfwb.tf.runner.devices``). Importing this module changes nothing.
 """
 from __future__ import annotations
 
@@ -36,20 +36,19 @@ from typing import Callable, Iterator, List, Optional, Sequence
 import keras
 import tensorflow as tf
 
-from ..config import RunConfig
-from ..monitor import Sampler, default_probes
-from ..observers import Dispatch, Observer, Progress as ProgressObserver, RunState, StepLog
-from ..records import RunResult
-from ..workloads import get_workload
-from .pipeline import build_dataset
-from .quiet import native_stderr_captured
-from .devices import device_sync, setup_devices
-from .fingerprint import fingerprint
-from .memory import MemoryPeak
-from .optimizers import make_optimizer
-from .step import make_step, per_example_loss, tracing_count
-from .strategies import (CLUSTER_STRATEGIES, coordinate, distribute, distribution_facts, in_worker,
-                         make_strategy, prepare)
+from tfwb.config import RunConfig
+from tfwb.monitor import Sampler, default_probes
+from tfwb.observers import Dispatch, Observer, Progress as ProgressObserver, RunState, StepLog
+from tfwb.records import RunResult
+from tfwb.workloads import get_workload
+from tfwb.tf.runner.pipeline import build_dataset
+from tfwb.tf.runner.quiet import native_stderr_captured
+from tfwb.tf.runner.devices import device_sync, setup_devices
+from tfwb.tf.runner.fingerprint import fingerprint
+from tfwb.tf.runner.memory import MemoryPeak
+from tfwb.tf.runner.optimizers import make_optimizer
+from tfwb.tf.runner.step import make_step, per_example_loss, tracing_count
+from tfwb.tf.runner.strategies import CLUSTER_STRATEGIES, coordinate, distribute, distribution_facts, in_worker, make_strategy, prepare
 
 __all__ = ["run", "prepared", "timed_steps", "Prepared", "StepLog", "make_optimizer", "fingerprint"]
 
@@ -145,7 +144,7 @@ def prepared(cfg: RunConfig, dataset: Optional[tf.data.Dataset] = None) -> Itera
     """Build strategy, data, model, optimizer and step for ``cfg``; restore the dtype policy on exit.
 
     ``dataset`` (batches of ``cfg.batch_size``) replaces the pipeline ``cfg``'s knobs
-    would build, for variants a RunConfig cannot express (``tfwb.tf.data.Tuning``).
+    would build, for variants a RunConfig cannot express (``tfwb.tf.runner.pipeline.Tuning``).
 
     Raises:
         ValueError: for a knob this machine or workload cannot honour.
@@ -200,7 +199,7 @@ def run(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bo
             (the pipeline knobs are then only labels; a note says so).
         observers: ``tfwb.observers.Observer``s called around the run and each step,
             after the built-in utilization sampler (e.g. ``StopAtLoss(0.5)``,
-            ``tfwb.tf.profile.ProfileWindow(dir)``, ``tfwb.tf.tensorboard.Scalars(dir)``).
+            ``tfwb.tf.lab.profiler.ProfileWindow(dir)``, ``tfwb.tf.lab.tensorboard.Scalars(dir)``).
 
     Returns:
         A RunResult. A failure (bad knob for this hardware, out of memory, an error
@@ -217,7 +216,7 @@ def run(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bo
         raise TypeError(f"run() needs a RunConfig, got {type(cfg).__name__}")
     if cfg.strategy in CLUSTER_STRATEGIES and not in_worker():
         # Not a worker of a cluster: start a local one (one process per worker) and gather it.
-        from .cluster import run_local_cluster
+        from tfwb.tf.cluster.parent import run_local_cluster
 
         return run_local_cluster(cfg, progress=progress, raise_errors=raise_errors, dataset=dataset,
                                  observers=observers)

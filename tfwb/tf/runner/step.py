@@ -12,7 +12,7 @@ from typing import Callable, Optional, Tuple
 import keras
 import tensorflow as tf
 
-from ..config import RunConfig
+from tfwb.config import RunConfig
 
 
 def per_example_loss(loss) -> Callable:

@@ -1,9 +1,9 @@
 """A worker of a cluster: this process's part of the run its ``TF_CONFIG`` describes.
 
-``python -m tfwb worker`` comes here, in processes that ``tfwb.tf.cluster`` starts on
+``python -m tfwb worker`` comes here, in processes that ``tfwb.tf.cluster.parent`` starts on
 this machine or that you start on your own machines (README, "Running across
 machines"). The parent side (starting, watching and gathering workers) is
-``tfwb.tf.cluster``; this module is what runs inside each worker, and it is the only
+``tfwb.tf.cluster.parent``; this module is what runs inside each worker, and it is the only
 one of the two that imports the runner.
 """
 from __future__ import annotations
@@ -14,10 +14,10 @@ import sys
 import time
 from typing import Any, List, Optional, Sequence
 
-from .. import tfconfig
-from ..config import RunConfig
-from ..observers import Observer, RunState
-from ..records import RunResult
+from tfwb import tfconfig
+from tfwb.config import RunConfig
+from tfwb.observers import Observer, RunState
+from tfwb.records import RunResult
 
 REPORT = tfconfig.REPORT
 
@@ -26,7 +26,7 @@ def register_spec(spec: Optional[dict]) -> None:
     """Register the workload ``workload_spec`` described (in a worker process)."""
     if not spec:
         return
-    from ..workloads import register_workload
+    from tfwb.workloads import register_workload
 
     loss = None
     if spec.get("loss") is not None:
@@ -70,7 +70,7 @@ def serve(tfc: tfconfig.TFConfig, report: bool = False) -> None:
     """
     import tensorflow as tf
 
-    from .strategies import cpu_cores
+    from tfwb.tf.runner.strategies import cpu_cores
 
     # Pinned to one core, a server gets one inter-op thread from TensorFlow, and the chief's
     # first scheduled step never finished here (TF 2.21): give it at least two.
@@ -100,8 +100,8 @@ def worker_main(cfg: RunConfig, *, report: bool = False, observers: Sequence[Obs
         ValueError: without a (well-formed) ``TF_CONFIG``, or for a strategy that does
             not run on a cluster.
     """
-    from .strategies import CLUSTER_STRATEGIES, multi_worker_strategy, parameter_server_strategy
-    from .train import run
+    from tfwb.tf.runner.strategies import CLUSTER_STRATEGIES, multi_worker_strategy, parameter_server_strategy
+    from tfwb.tf.runner.train import run
 
     tfc = tfconfig.from_environ()
     if cfg.strategy not in CLUSTER_STRATEGIES:

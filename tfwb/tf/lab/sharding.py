@@ -1,6 +1,6 @@
 """Sharding across workers: what tf.data's auto-sharding does to a pipeline, in one process.
 
-Sharding a run's own data is a ``Tuning`` setting (``tfwb.tf.pipeline.Tuning.shard``,
+Sharding a run's own data is a ``Tuning`` setting (``tfwb.tf.runner.pipeline.Tuning.shard``,
 applied by each workload's source: shard folders before any file is read, or
 decoded elements). This module reproduces the rewrite ``MultiWorkerMirroredStrategy``
 applies on its own, so a notebook can show which policy a pipeline gets without
@@ -12,7 +12,7 @@ import re
 
 import tensorflow as tf
 
-from .quiet import native_stderr_captured
+from tfwb.tf.runner.quiet import native_stderr_captured
 
 POLICIES = ("AUTO", "FILE", "DATA", "OFF")
 

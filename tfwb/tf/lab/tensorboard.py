@@ -26,7 +26,7 @@ from typing import MutableMapping, Optional
 
 import tensorflow as tf
 
-from ..observers import Observer, RunState
+from tfwb.observers import Observer, RunState
 
 #: What a run's folder name may contain; anything else becomes ``_``.
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
