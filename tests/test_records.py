@@ -1,4 +1,4 @@
-"""Tests of tfwb.records: RunResult/Sample, JSON round trip and the JSON-lines history."""
+"""Tests of tfwb.records: RunResult/Sample and the JSON round trip (the history file: test_history.py)."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ import math
 import pytest
 
 from tfwb.config import RunConfig
-from tfwb.records import RunResult, Sample, append_result, load_results
+from tfwb.records import Note, RunResult, Sample
 
 
 def make_result(**changes) -> RunResult:
@@ -131,7 +131,7 @@ def test_json_round_trip_equality():
 
 def test_json_carries_a_schema_version_and_plain_lists():
     d = json.loads(make_result().to_json())
-    assert d["schema"] == 1
+    assert d["schema"] == 2
     assert isinstance(d["step_times_s"], list)
     assert d["config"]["batch_size"] == 32
     assert d["samples"][1]["gpu_util_pct"] == [97.0, None]
@@ -190,87 +190,38 @@ def test_from_json_minimal_object_uses_defaults():
     assert r.config.batch_size == 8 and r.status == "ok" and r.step_times_s == ()
 
 
-# -- history files ---------------------------------------------------------------------
-def test_append_and_load_keep_every_result_in_order(tmp_path):
-    path = tmp_path / "runs.jsonl"
-    results = [make_result(run_id=f"run{i}", config=RunConfig(batch_size=8 * (i + 1)),
-                           status="failed" if i == 1 else "ok", error="boom" if i == 1 else None)
-               for i in range(4)]
-    for r in results:
-        append_result(path, r)
-    lines = path.read_text().splitlines()
-    assert len(lines) == 4
-    assert load_results(path) == results
-    assert load_results(str(path)) == results
+# -- what a result says, so that no caller recomputes it -------------------------------------------
+def test_losses_start_final_and_steps_are_derived_once():
+    r = RunResult(config=RunConfig(batch_size=32, steps_per_execution=2), warmup_times_s=[0.5],
+                  step_times_s=[0.1, 0.2, 0.3, 0.4], warmup_losses=[9.0], losses=[4.0, 3.0, 2.0, 1.0],
+                  steps_per_call=2)
+    assert r.all_losses == (9.0, 4.0, 3.0, 2.0, 1.0)
+    assert r.start_loss == 9.0
+    assert r.final_loss() == 1.0 and r.final_loss(steps=4) == 3.0   # 2 calls: [4, 3], the last quarter is 3
+    assert r.steps_done == 10 and r.measured_steps == 8
+    assert r.per_example_s == pytest.approx(0.25 / 32)
+    assert RunResult(config=RunConfig(), losses=[float("nan")]).start_loss is None
+    assert RunResult(config=RunConfig()).final_loss() is None
 
 
-def test_load_skips_blank_lines(tmp_path):
-    path = tmp_path / "runs.jsonl"
-    r = make_result()
-    path.write_text("\n" + r.to_json() + "\n\n" + r.to_json() + "\n")
-    assert load_results(path) == [r, r]
+def test_notes_carry_a_kind_and_round_trip():
+    r = RunResult(config=RunConfig(), notes=["TensorFlow: a log line", ("steps", "rounded up"),
+                                             Note("cache=True: filled", "data")])
+    assert [n.kind for n in r.notes] == ["tensorflow", "steps", "data"]
+    assert r.notes_of("data", "steps") == ("rounded up", "cache=True: filled")
+    assert "rounded" in r.notes[1] and r.notes[2].startswith("cache=")
+    back = RunResult.from_json(r.to_json())
+    assert back == r and [n.kind for n in back.notes] == ["tensorflow", "steps", "data"]
+    with pytest.raises(ValueError, match="kind='bogus'.*must be one of"):
+        r.notes_of("bogus")
+    with pytest.raises(ValueError, match="note kind='nope'"):
+        RunResult(config=RunConfig(), notes=[("nope", "text")])
 
 
-def test_load_missing_file_is_empty(tmp_path):
-    # A history not written yet has no runs: Workbench(history_path=new file) resumes from it.
-    assert load_results(tmp_path / "nothing-here.jsonl") == []
-    assert load_results(tmp_path / "no-folder" / "runs.jsonl") == []
-
-
-def test_append_creates_the_runs_folder(tmp_path):
-    path = tmp_path / "runs" / "nested" / "cli.jsonl"
-    r = make_result()
-    append_result(path, r)
-    append_result(str(path), r)
-    assert load_results(path) == [r, r]
-
-
-def test_append_into_a_file_where_the_folder_should_be_raises_oserror(tmp_path):
-    (tmp_path / "runs").write_text("not a folder")
-    with pytest.raises(OSError):
-        append_result(tmp_path / "runs" / "cli.jsonl", make_result())
-
-
-@pytest.mark.parametrize("garbage, why", [
-    (b"this is not json\n", "invalid JSON"),
-    (b'{"config": {"batch_size": 0}}\n', "batch_size=0"),           # JSON, but a bad RunConfig
-    (b'[1, 2, 3]\n', "expected a JSON object"),                      # JSON, not an object
-    (b'{"config": {}, "samples": [7]}\n', "not a RunResult"),        # a bad sample
-    (b"\xff\xfe\x00garbage\n", "not UTF-8"),
-])
-def test_load_garbage_names_file_and_line(tmp_path, garbage, why):
-    path = tmp_path / "runs.jsonl"
-    append_result(path, make_result())
-    with open(path, "ab") as fh:
-        fh.write(garbage)
-    append_result(path, make_result())
-    with pytest.raises(ValueError) as info:
-        load_results(path)
-    msg = str(info.value)
-    assert msg.startswith(f"{path}, line 2: ") and why in msg, msg
-
-
-def test_load_truncated_last_line_names_file_and_line(tmp_path):
-    path = tmp_path / "runs.jsonl"
-    r = make_result()
-    append_result(path, r)
-    append_result(path, r)
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(r.to_json()[:40])                     # a crash mid-write
-    with pytest.raises(ValueError) as info:
-        load_results(path)
-    msg = str(info.value)
-    assert "line 3" in msg
-    assert str(path) in msg
-
-
-def test_append_after_truncated_line_keeps_new_result_on_its_own_line(tmp_path):
-    path = tmp_path / "runs.jsonl"
-    r = make_result()
-    append_result(path, r)
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(r.to_json()[:40])                     # a crash mid-write
-    newer = make_result(run_id="after-the-crash")
-    append_result(path, newer)
-    last = path.read_text(encoding="utf-8").splitlines()[-1]
-    assert RunResult.from_json(last) == newer
+def test_schema_1_grad_norms_are_split_at_the_warm_up():
+    d = json.loads(RunResult(config=RunConfig(), warmup_times_s=[1.0], step_times_s=[0.1, 0.1]).to_json())
+    d.update(schema=1, grad_norms=[5.0, 2.0, 1.0], loss_scales=[8.0, 8.0, 4.0], notes=["data: old"])
+    r = RunResult.from_dict(d)
+    assert r.warmup_grad_norms == (5.0,) and r.grad_norms == (2.0, 1.0)
+    assert r.warmup_loss_scales == (8.0,) and r.loss_scales == (8.0, 4.0)
+    assert r.notes == ("data: old",) and r.notes[0].kind == "data"

@@ -1,22 +1,98 @@
 """Immutable records of a run: utilization samples and the RunResult.
 
 Plain data with units in field names; JSON round trip; no TensorFlow, no UI.
-History files are JSON lines, one RunResult per line (``append_result`` /
-``load_results``), so a kernel restart loses nothing.
+The history file of RunResults (JSON lines) is ``tfwb.history``.
 """
 from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Iterable, List, Optional, Tuple
+from typing import Any, Iterable, Optional, Tuple
 
 from tfwb import stats
 from tfwb.config import RunConfig
 
-SCHEMA_VERSION = 1
+#: 2: notes are (kind, text) pairs; warm-up gradient norms and loss scales kept apart.
+SCHEMA_VERSION = 2
 STATUSES = ("ok", "failed", "interrupted", "diverged")
+#: What a note is about. ``data``: the input pipeline; ``steps``: how steps were counted or
+#: timed; ``distribution``: strategies, replicas, clusters; ``tracing``: retracing;
+#: ``tensorflow``: a line TensorFlow's C++ code logged during the run; ``observer``: an
+#: observer failed or stopped the run; ``other``: anything else.
+NOTE_KINDS = ("data", "steps", "distribution", "tracing", "tensorflow", "observer", "other")
+#: Final loss: the mean of this share (at least one) of the last measured losses.
+FINAL_LOSS_SHARE = 0.25
+
+
+class Note(str):
+    """One note on a result: its text, and what it is about (``kind``, one of ``NOTE_KINDS``).
+
+    A note is its text (a ``str``: printing, ``in`` and ``startswith`` work as on any
+    string) with a ``kind``, so a reader picks notes by kind (``RunResult.notes_of``)
+    instead of by the words they start with. In JSON it is a ``[kind, text]`` pair.
+
+    Example:
+        >>> n = Note("cache=True: the first epoch fills the cache", "data")
+        >>> n.kind, n.startswith("cache=")
+        ('data', True)
+        >>> Note.of("TensorFlow: oneDNN supports DT_HALF only on ...").kind
+        'tensorflow'
+    """
+
+    kind: str
+
+    def __new__(cls, text: str, kind: str = "other") -> "Note":
+        if kind not in NOTE_KINDS:
+            raise ValueError(f"note kind={kind!r} is not allowed; kind must be one of {NOTE_KINDS}")
+        self = super().__new__(cls, text)
+        self.kind = kind
+        return self
+
+    @property
+    def text(self) -> str:
+        return str(self)
+
+    def __repr__(self) -> str:
+        return f"Note({str(self)!r}, {self.kind!r})"
+
+    def __reduce__(self):
+        return (Note, (str(self), self.kind))
+
+    @classmethod
+    def of(cls, value: Any) -> "Note":
+        """A Note from a Note, a ``(kind, text)`` pair, or a plain string (kind read from its start).
+
+        Raises:
+            ValueError: for a kind that is not one of ``NOTE_KINDS`` or a value that is none of those.
+        """
+        if isinstance(value, Note):
+            return value
+        if isinstance(value, str):
+            return cls(value, _kind_of(value))
+        if isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(v, str) for v in value):
+            return cls(value[1], value[0])
+        raise ValueError(f"note={value!r} is not allowed; a note is a string or a (kind, text) pair")
+
+
+_KIND_PREFIXES = (
+    ("TensorFlow:", "tensorflow"), ("data:", "data"), ("cache", "data"), ("shuffle", "data"),
+    ("prefetch", "data"), ("interleave", "data"), ("parallel_map", "data"), ("vectorized_map", "data"),
+    ("storage_latency", "data"), ("data_source", "data"), ("deterministic", "data"),
+    ("steps_per_execution", "steps"), ("the step function was traced", "tracing"),
+    ("observer", "observer"), ("stopped by an observer", "observer"),
+    ("multi_worker", "distribution"), ("parameter_server", "distribution"), ("mirrored", "distribution"),
+    ("tpu", "distribution"), ("cluster", "distribution"), ("auto-shard", "distribution"),
+    ("a chosen port", "distribution"), ("the workers", "distribution"), ("strategy", "distribution"),
+)
+
+
+def _kind_of(text: str) -> str:
+    """The kind of a note written as plain text (results written before notes had kinds)."""
+    for prefix, kind in _KIND_PREFIXES:
+        if text.startswith(prefix):
+            return kind
+    return "other"
 
 
 @dataclass(frozen=True)
@@ -78,7 +154,8 @@ class RunResult:
         setup_s: seconds spent building data, model and optimizer before step 1.
         fingerprint: versions, devices and machine the run used.
         started_at: ISO-8601 start time; ``run_id`` unique per run.
-        notes: warnings the runner wants shown (e.g. a knob it had to adjust).
+        notes: what the runner wants shown, as ``Note(kind, text)`` pairs (a plain string
+            is accepted and gets its kind from its start); ``notes_of(kind)`` picks some.
         stop_reason: why an observer ended the run early; ``None`` when it ran every step.
             ``tfwb.run`` keeps the status ``"ok"`` (a target loss reached); the Workbench
             records a user's stop (Stop button, kernel interrupt) as ``"interrupted"`` and
@@ -88,9 +165,10 @@ class RunResult:
         steps_per_call: training steps each call of the step function ran
             (``steps_per_execution``). Each entry of ``step_times_s`` is one call's
             time divided by this, so every per-step figure is per training step.
-        grad_norms / loss_scales: with ``RunConfig(grad_norms=True)``, per call (warm-up
-            included) the global gradient norm before clipping, unscaled, and the loss scale
-            (1 without ``mixed_float16``).
+        grad_norms / loss_scales: with ``RunConfig(grad_norms=True)``, per measured call
+            the global gradient norm before clipping, unscaled, and the loss scale (1 without
+            ``mixed_float16``); ``warmup_grad_norms`` / ``warmup_loss_scales`` the same for
+            the warm-up calls, kept apart as the times and losses are.
         traces: how many times TF traced the step function (its own count; ``None``
             in eager execution); ``traces_after_warmup``: how many of those happened
             after warm-up (retracing: new input shapes or Python-value arguments).
@@ -118,12 +196,14 @@ class RunResult:
     fingerprint: dict = field(default_factory=dict)
     started_at: str = ""
     run_id: str = ""
-    notes: Tuple[str, ...] = ()
+    notes: Tuple[Note, ...] = ()
     stop_reason: Optional[str] = None
     extras: dict = field(default_factory=dict)
     steps_per_call: int = 1
     grad_norms: Tuple[float, ...] = ()
     loss_scales: Tuple[float, ...] = ()
+    warmup_grad_norms: Tuple[float, ...] = ()
+    warmup_loss_scales: Tuple[float, ...] = ()
     traces: Optional[int] = None
     traces_after_warmup: Optional[int] = None
     replicas: Optional[int] = None
@@ -134,10 +214,11 @@ class RunResult:
         if self.status not in STATUSES:
             raise ValueError(f"status={self.status!r} is not allowed; one of {STATUSES}")
         for name in ("step_times_s", "input_wait_s", "warmup_times_s", "warmup_input_wait_s",
-                     "step_start_s", "warmup_start_s", "losses", "warmup_losses", "grad_norms", "loss_scales"):
+                     "step_start_s", "warmup_start_s", "losses", "warmup_losses", "grad_norms", "loss_scales",
+                     "warmup_grad_norms", "warmup_loss_scales"):
             object.__setattr__(self, name, _floats(name, getattr(self, name)))
         object.__setattr__(self, "samples", tuple(self.samples))
-        object.__setattr__(self, "notes", tuple(self.notes))
+        object.__setattr__(self, "notes", tuple(Note.of(n) for n in self.notes))
         # Keep the fingerprint in its JSON form (tuples as lists), so a result equals
         # its own round trip.
         object.__setattr__(self, "fingerprint", json.loads(json.dumps(_finite(self.fingerprint), default=str)))
@@ -149,6 +230,72 @@ class RunResult:
     @property
     def ok(self) -> bool:
         return self.status == "ok" and bool(self.step_times_s)
+
+    @property
+    def all_losses(self) -> Tuple[float, ...]:
+        """Every loss in order, warm-up first (one per call of the step function)."""
+        return self.warmup_losses + self.losses
+
+    @property
+    def start_loss(self) -> Optional[float]:
+        """The first loss of the run (warm-up included); ``None`` without a finite one there."""
+        first = self.all_losses[:1]
+        return first[0] if first and math.isfinite(first[0]) else None
+
+    def final_loss(self, steps: Optional[int] = None) -> Optional[float]:
+        """Mean of the last quarter (at least one) of the measured losses; NaN if any is not finite.
+
+        Args:
+            steps: count only the first ``steps`` measured training steps (what a run of
+                that many steps would have ended on); ``None``: all of them.
+
+        Returns:
+            The mean; ``None`` when the run measured no loss.
+
+        Example:
+            >>> r = RunResult(config=RunConfig(), losses=[4.0, 3.0, 2.0, 1.0])
+            >>> r.final_loss(), r.final_loss(steps=2)
+            (1.0, 3.0)
+        """
+        losses = list(self.losses)
+        if steps is not None:
+            losses = losses[:max(1, steps // max(self.steps_per_call, 1))]
+        if not losses:
+            return None
+        tail = losses[-max(1, math.ceil(len(losses) * FINAL_LOSS_SHARE)):]
+        if not all(math.isfinite(v) for v in tail):
+            return math.nan
+        return sum(tail) / len(tail)
+
+    @property
+    def steps_done(self) -> int:
+        """Training steps the run finished, warm-up included (whole calls times ``steps_per_call``)."""
+        return (len(self.warmup_times_s) + len(self.step_times_s)) * self.steps_per_call
+
+    @property
+    def measured_steps(self) -> int:
+        """Measured training steps (warm-up excluded)."""
+        return len(self.step_times_s) * self.steps_per_call
+
+    @property
+    def per_example_s(self) -> Optional[float]:
+        """Median seconds per training example: the median step over the global batch.
+
+        Runs with different batch sizes compare on this, not on the step time.
+        """
+        m = self.median_step_s
+        return m / self.config.batch_size if m is not None and self.config.batch_size else None
+
+    def notes_of(self, *kinds: str) -> Tuple[str, ...]:
+        """The texts of the notes of the given kinds, in order.
+
+        Raises:
+            ValueError: for a kind that is not one of ``NOTE_KINDS``.
+        """
+        bad = [k for k in kinds if k not in NOTE_KINDS]
+        if bad:
+            raise ValueError(f"kind={bad[0]!r} is not allowed; kind must be one of {NOTE_KINDS}")
+        return tuple(n.text for n in self.notes if n.kind in kinds)
 
     @property
     def spread(self) -> Optional[stats.Spread]:
@@ -258,6 +405,7 @@ class RunResult:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["config"] = self.config.to_dict()
         d["samples"] = [asdict(s) for s in self.samples]
+        d["notes"] = [[n.kind, n.text] for n in self.notes]
         d["schema"] = SCHEMA_VERSION
         for k, v in d.items():
             if isinstance(v, tuple):
@@ -276,9 +424,15 @@ class RunResult:
             kwargs = {f.name: d[f.name] for f in fields(cls) if f.name in d}
             kwargs["config"] = RunConfig.from_dict(d["config"], check_workload=False)
             kwargs["samples"] = tuple(Sample.from_dict(s) for s in d.get("samples") or ())
-            for k in ("losses", "warmup_losses", "grad_norms", "loss_scales"):
+            for k in ("losses", "warmup_losses", "grad_norms", "loss_scales", "warmup_grad_norms",
+                      "warmup_loss_scales"):
                 if k in kwargs:
                     kwargs[k] = [math.nan if v is None else v for v in kwargs[k]]
+            if d.get("schema", 1) < 2 and kwargs.get("grad_norms"):
+                # Schema 1 kept warm-up calls at the front of grad_norms / loss_scales.
+                w = len(kwargs.get("warmup_times_s") or ())
+                for k in ("grad_norms", "loss_scales"):
+                    kwargs["warmup_" + k], kwargs[k] = kwargs[k][:w], kwargs[k][w:]
             return cls(**kwargs)
         except (TypeError, KeyError, AttributeError) as e:
             raise ValueError(f"not a RunResult: {type(e).__name__}: {e}") from None
@@ -307,72 +461,11 @@ def _finite(obj: Any) -> Any:
     return obj
 
 
-def append_result(path: "os.PathLike | str", result: RunResult) -> None:
-    """Append one result as a JSON line and flush it to disk.
+def __getattr__(name: str):
+    # Compatibility: append_result / load_results moved to tfwb.history (the run history
+    # store). Looked up on use, because tfwb.history imports this module.
+    if name in ("append_result", "load_results"):
+        from tfwb import history
 
-    The file and its folder are created when missing (the runs folder is created by
-    whoever writes to it). The line goes out in one ``write`` on an ``O_APPEND``
-    descriptor, so two processes appending to the same history do not interleave
-    their lines.
-
-    Args:
-        path: the JSON-lines history file.
-        result: the result to append.
-
-    Raises:
-        OSError: when the folder or file cannot be created or written.
-    """
-    data = (result.to_json() + "\n").encode("utf-8")
-    folder = os.path.dirname(os.fspath(path))
-    if folder:
-        os.makedirs(folder, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            data = b"\n" + data     # a crash cut the last line short: do not glue onto it
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def load_results(path: "os.PathLike | str") -> List[RunResult]:
-    """Every result in a JSON-lines history file, in order.
-
-    A file that does not exist yet is a history with no runs: ``[]``. That is what
-    ``Workbench(history_path=...)`` resumes from on its first use, before any run has
-    written the file (``append_result`` creates it). Callers for whom a missing file is
-    a mistake check first (``python -m tfwb report`` does: it says "no such file").
-
-    Args:
-        path: the JSON-lines history file.
-
-    Returns:
-        The results, blank lines skipped.
-
-    Raises:
-        ValueError: for a line that is not a RunResult (cut short by a crash, not
-            JSON, not UTF-8, a bad field): the message names the file and the line, so
-            nothing is silently lost.
-        OSError: when ``path`` exists but cannot be read (a folder, no permission).
-    """
-    if not os.path.exists(path):
-        return []
-    out = []
-    with open(path, "rb") as fh:
-        for n, raw in enumerate(fh, 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise ValueError(f"{os.fspath(path)}, line {n}: not a RunResult: not UTF-8 text ({e.reason} "
-                                 f"at byte {e.start})") from None
-            if not line.strip():
-                continue
-            try:
-                out.append(RunResult.from_json(line))
-            except ValueError as e:
-                raise ValueError(f"{os.fspath(path)}, line {n}: {e}") from None
-    return out
+        return getattr(history, name)
+    raise AttributeError(f"module 'tfwb.records' has no attribute {name!r}")
