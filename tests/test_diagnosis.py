@@ -241,3 +241,14 @@ def test_input_suggestions_offer_only_knobs_the_workload_honours():
     mlp = [s[0] for s in _input_suggestions(RunConfig(workload="mlp"), {"cpu_count": 2})]
     assert "interleave" in images and "parallel_map" in images
     assert "interleave" not in mlp and "parallel_map" not in mlp and "prefetch" in mlp
+
+
+def test_expectations_include_tf32_turned_off():
+    from tfwb.config import RunConfig
+    from tfwb.hardware import DESCRIBED
+
+    (a100,) = expectations(RunConfig(tf32=False), DESCRIBED["a100"])
+    assert a100.startswith("tf32=False on NVIDIA A100") and ": slower than tf32=True" in a100
+    (cpu,) = expectations(RunConfig(tf32=False), DESCRIBED["binder-2core-avx2"])
+    assert "no significant difference" in cpu
+    assert expectations(RunConfig(), DESCRIBED["a100"]) == ()

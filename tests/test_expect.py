@@ -46,6 +46,11 @@ MATRIX = {
     ("interleave", True, "input"): (FASTER,) * 7,
     ("cache", True, "overhead"): (NOT_SLOWER,) * 7,
     ("sync", False, None): (NOT_SLOWER,) * 3 + (FASTER,) * 4,
+    # tf32=False: slower only where float32 matmuls ran as TF32 (compute capability >= 8.0)
+    ("tf32", False, None): (SAME,) * 4 + (SLOWER,) * 2 + (SAME,),
+    ("tf32", False, "compute"): (SAME,) * 4 + (SLOWER,) * 2 + (SAME,),
+    ("tf32", False, "overhead"): (SAME,) * 4 + (NOT_FASTER,) * 2 + (SAME,),
+    ("tf32", False, "input"): (SAME,) * 4 + (NOT_FASTER,) * 2 + (SAME,),
 }
 
 
@@ -169,6 +174,7 @@ def test_parallel_map_exceptions():
     ("mixed_precision", "off"), ("mixed_precision", "float64"), ("jit_compile", False),
     ("steps_per_execution", 1), ("strategy", "default"), ("strategy", "horovod"),
     ("prefetch", False), ("data_source", "generator"), ("sync", True), ("learning_rate", 0.1),
+    ("tf32", True),
 ])
 def test_expected_for_refuses_baselines_and_unknown_knobs(knob_name, value):
     with pytest.raises(ValueError, match=knob_name if knob_name != "learning_rate" else "knob="):
@@ -425,3 +431,53 @@ def test_precision_memory_checks_and_cannot_tell():
 def test_precision_memory_rejects_bad_input(value, measure, match):
     with pytest.raises(ValueError, match=match):
         expect.precision_memory(DESCRIBED["h100"], value, measure=measure)
+
+
+# -- the rules table and the tf32 rule ---------------------------------------------------------
+def test_every_rule_is_a_runconfig_knob_or_sync_and_known_is_the_table():
+    from tfwb.config import KNOBS
+    from tfwb.expect.rules import RULES
+
+    assert expect.KNOWN == tuple(RULES)
+    assert set(RULES) - set(KNOBS) == {"sync"}
+
+
+def test_compute_and_input_knobs_come_from_the_declared_roles():
+    from tfwb.config import KNOBS
+
+    assert expect.COMPUTE_KNOBS == tuple(n for n, k in KNOBS.items() if k.role == "compute")
+    assert {"mixed_precision", "jit_compile", "steps_per_execution", "tf32"} <= set(expect.COMPUTE_KNOBS)
+    assert {"prefetch", "cache", "parallel_map", "interleave", "data_source"} <= set(expect.INPUT_KNOBS)
+    assert not set(expect.COMPUTE_KNOBS) & set(expect.INPUT_KNOBS)
+
+
+def test_a_rule_takes_hardware_value_baseline_and_bound():
+    from tfwb.expect.rules import RULES
+
+    e = RULES["tf32"](DESCRIBED["a100"], False, RunConfig(), None)
+    assert (e.direction, e.than) == (SLOWER, "tf32=True (TensorFlow's default)")
+    assert RULES["tf32"](DESCRIBED["a100"], False, RunConfig(), "overhead").direction == NOT_FASTER
+
+
+def test_tf32_under_a_mixed_policy_or_an_unknown_gpu():
+    a100 = DESCRIBED["a100"]
+    e = expected_for(a100, "tf32", False, RunConfig(mixed_precision="mixed_bfloat16"))
+    assert e.direction == NOT_FASTER and "16 bits" in e.why
+    unknown = {"gpus": [{"name": "GPU", "compute_capability": None}]}
+    assert expected_for(unknown, "tf32", False).direction is None
+    assert expected_for(DESCRIBED["h100"], "tf32", False, RunConfig(strategy="tpu")).direction is None
+
+
+def test_tf32_is_a_compute_lesson_and_its_check_agrees_on_a_cpu():
+    e = knob(DESCRIBED["binder-2core-avx2"], RunConfig(), tf32=False)
+    assert e.compute and e.expected == SAME
+    assert e.check([1.0, 1.01, 0.99] * 5, [1.0, 0.99, 1.01] * 5).agreed is True
+    assert knob(DESCRIBED["h100"], RunConfig(), tf32=False).check([1.0] * 9, [2.0] * 9).agreed is True
+    assert knob(DESCRIBED["h100"], RunConfig(), tf32=False).check([1.0] * 9, [1.0] * 9).agreed is False
+
+
+def test_the_machine_table_shows_tf32():
+    text = expect.table()
+    row = next(line for line in text.splitlines() if line.startswith("| tf32=False"))
+    assert row.count("slower") == 2 and row.count("no significant difference") == 5
+

@@ -28,12 +28,6 @@ EXECUTIONS = ("graph", "eager")
 CLIP_ALLOWED = "None or 'norm:X', 'global_norm:X', 'value:X' with X > 0"
 
 
-def _workload_names() -> tuple:
-    from tfwb.workloads import workload_names
-
-    return workload_names()
-
-
 def fast_mode() -> bool:
     """True when ``TFWB_FAST=1``: workloads use their small size (tests, CI, Binder)."""
     return os.environ.get("TFWB_FAST", "") == "1"
@@ -101,45 +95,59 @@ class RunConfig:
     """
 
     workload: str = knob("images", "choice", "the registered workload to train (tfwb.register_workload adds one)",
-                         group="run", choices=lambda: _workload_names())
+                         group="run", choices=lambda: _workloads.workload_names(),
+                         fixed="a sweep trains one workload; set it on the baseline (--workload)")
     size: str = knob("auto", "choice", "workload size; auto is small under TFWB_FAST=1, else full",
-                     group="run", choices=SIZES)
+                     group="run", choices=SIZES,
+                     fixed="a sweep trains one size; set it on the baseline (--size)")
     batch_size: int = knob(64, "int", "global batch: examples per training step, over all replicas",
-                           group="run", minimum=1, unit="examples")
-    steps: int = knob(40, "int", "measured training steps", group="run", minimum=1, unit="steps")
+                           group="run", minimum=1, unit="examples", role="pipeline")
+    steps: int = knob(40, "int", "measured training steps", group="run", minimum=1, unit="steps",
+                      fixed="the search sets each rung's steps (min_steps, eta)")
     warmup_steps: int = knob(5, "int", "steps run first and kept apart from the statistics (tracing, "
-                             "compilation, autotuning)", group="run", minimum=0, unit="steps")
+                             "compilation, autotuning)", group="run", minimum=0, unit="steps",
+                             fixed="every run warms up as the baseline says; set it on the baseline")
     data_source: str = knob("files", "choice", "files: the tf.data pipeline (for images, reading the PNG "
                             "files); generator: a Python generator (images only, the naive way); memory: "
                             "staged batches (the compute-only ceiling)",
-                            group="input", choices=DATA_SOURCES, chapter=1)
+                            group="input", choices=DATA_SOURCES, chapter=1, role="pipeline",
+                            set_when=lambda v: v != "files")
     storage_latency_ms: Optional[float] = knob(
         None, "float", "extra delay per file read, modelling network storage", group="input",
         minimum=0.0, optional=True, none_means="the workload's default", unit="ms",
-        offered=(None, 0.0, 3.0, 25.0, 100.0), chapter=1)
+        offered=(None, 0.0, 3.0, 25.0, 100.0), chapter=1, role="source")
     prefetch: bool = knob(False, "bool", "prefetch(AUTOTUNE) last; off also turns off the prefetch "
-                          "tf.data injects", group="input", chapter=1)
+                          "tf.data injects", group="input", chapter=1, role="pipeline",
+                          sweep=(False, True))
     cache: Union[bool, str] = knob(False, "cache", "cache decoded elements: in memory (True) or in files "
-                                   "at a path prefix", group="input", chapter=1)
+                                   "at a path prefix", group="input", chapter=1, role="pipeline",
+                                   sweep=(False, True))
     parallel_map: bool = knob(False, "bool", "decode and augment with num_parallel_calls=AUTOTUNE",
-                              group="input", chapter=1)
-    interleave: bool = knob(False, "bool", "read several shards at once", group="input", chapter=1)
+                              group="input", chapter=1, role="source", sweep=(False, True))
+    interleave: bool = knob(False, "bool", "read several shards at once", group="input", chapter=1,
+                            role="source")
     vectorized_map: bool = knob(False, "bool", "batch before map: augment once per batch",
-                                group="input", chapter=1)
+                                group="input", chapter=1, role="source")
     shuffle_buffer: int = knob(0, "int", "shuffle buffer in elements (0: no shuffle)", group="input",
-                               minimum=0, unit="elements", chapter=1)
+                               minimum=0, unit="elements", chapter=1, role="pipeline", off=0)
     deterministic: bool = knob(True, "bool", "keep element order under parallelism", group="input",
-                               chapter=1)
+                               chapter=1, role="pipeline", off=True)
     mixed_precision: str = knob("off", "choice", "Keras dtype policy for the model (logits and loss "
-                                "stay float32)", group="precision", choices=MIXED_PRECISION, chapter=3)
+                                "stay float32)", group="precision", choices=MIXED_PRECISION, chapter=3,
+                                role="compute", off="off", sweep=("off", "mixed_bfloat16", "mixed_float16"))
+    tf32: bool = knob(True, "bool", "allow TF32 matmuls and convolutions on Ampere and newer NVIDIA GPUs "
+                      "(compute capability >= 8.0; TensorFlow's default); no effect elsewhere",
+                      group="precision", chapter=3, role="compute", off=True)
     execution: str = knob("graph", "choice", "graph: the train step is a tf.function; eager: the same step "
                           "run op by op in Python, for comparison", group="graph", choices=EXECUTIONS,
-                          chapter=2)
+                          chapter=2, role="compute", off="graph")
     jit_compile: bool = knob(False, "bool", "compile the train step with XLA (its compile time is part of "
-                             "warm-up)", group="graph", chapter=2)
+                             "warm-up)", group="graph", chapter=2, role="compute",
+                             sweep=(False, True))
     steps_per_execution: int = knob(1, "int", "training steps run inside one call of the step function "
                                     "(steps and warmup_steps round up to whole calls)",
-                                    group="graph", minimum=1, unit="steps", chapter=2)
+                                    group="graph", minimum=1, unit="steps", chapter=2, role="compute",
+                                    off=1)
     clip: Optional[str] = knob(None, "spec", "gradient clipping: norm:X per tensor, global_norm:X over "
                                "all, value:X per element", group="optimizer", validate=parse_clip,
                                none_means=CLIP_ALLOWED, offered=(None, "global_norm:1.0", "norm:1.0",
@@ -158,19 +166,22 @@ class RunConfig:
                             "(unscaled under mixed_float16), and the loss scale; costs a reduction per step",
                             group="optimizer", chapter=4)
     strategy: str = knob("default", "choice", "distribution strategy", group="distribution",
-                         choices=STRATEGIES, chapter=5)
+                         choices=STRATEGIES, chapter=5, role="distribution", off="default")
     replicas: Optional[int] = knob(None, "int", "replicas for mirrored (GPUs to use, or logical CPU "
                                    "devices on a machine without a GPU)", group="distribution",
                                    minimum=1, optional=True,
-                                   none_means="every GPU, or 2 logical CPU devices", chapter=5)
+                                   none_means="every GPU, or 2 logical CPU devices", chapter=5,
+                                   role="distribution")
     workers: int = knob(2, "int", "worker processes for multi_worker and parameter_server: tfwb starts them "
                         "on this machine (TF_CONFIG on loopback; parameter_server adds a chief and a ps) "
                         "unless this process already is part of a cluster", group="distribution",
-                        minimum=1, maximum=16, chapter=5)
-    seed: int = knob(0, "int", "seed for data generation, shuffling and weights", group="run", minimum=0)
+                        minimum=1, maximum=16, chapter=5, role="distribution")
+    seed: int = knob(0, "int", "seed for data generation, shuffling and weights", group="run", minimum=0,
+                     fixed="candidates are compared on the same data and weights; set it on the baseline")
     sample_interval_s: float = knob(0.2, "float", "utilization sampling period", minimum=0.05, unit="s",
                                     chapter=0)
-    label: str = knob("", "text", "free text shown in history tables")
+    label: str = knob("", "text", "free text shown in history tables",
+                      fixed="the search labels each candidate by what it changes")
     _check_workload: bool = field(default=True, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -187,9 +198,7 @@ class RunConfig:
                     raise ValueError(f"{e} (add one with tfwb.register_workload)") from None
                 raise
         if self._check_workload:
-            from tfwb.workloads import get_workload
-
-            get_workload(self.workload).check(self)      # a data_source this workload honours
+            _workloads.get_workload(self.workload).check(self)      # a data_source this workload honours
         if self.jit_compile and self.execution == "eager":
             raise ValueError("jit_compile=True is not allowed with execution='eager': XLA compiles a "
                              "tf.function; pick execution='graph' or jit_compile=False")
@@ -251,6 +260,11 @@ class RunConfig:
 
 #: ``{field: Knob}`` for every RunConfig field, in declaration order.
 KNOBS = _knobs.table(RunConfig)
+_knobs.declare(RunConfig)
+
+# The workload registry derives its knob lists from the roles just declared, so it is
+# imported after ``declare`` (RunConfig looks workloads up only when one is built).
+from tfwb import workloads as _workloads  # noqa: E402
 
 
 def field_names() -> tuple:

@@ -1,18 +1,22 @@
 """Verdicts about a run: what limits it, and what to try next.
 
 Pure: reads a RunResult (and optionally a hardware description) and returns
-plain data. Thresholds are the TF profiler's own: input wait >= 5 % of step time
-is moderately, >= 20 % highly input-bound.
+plain data. The input verdicts and their thresholds are the TF profiler's own
+(``tfwb.bounds``: input wait >= 5 % of step time is moderately, >= 20 % highly
+input-bound); which model-side knob to try comes from ``tfwb.expect``'s rules.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-MODERATE_INPUT_FRACTION = 0.05
-HIGH_INPUT_FRACTION = 0.20
+from tfwb import expect
+from tfwb import knobs as _knobs
+from tfwb.bounds import (HIGH_INPUT_FRACTION, INPUT_HIGH, INPUT_MODERATE, MODERATE_INPUT_FRACTION,  # noqa: F401 - re-exported
+                         NOT_INPUT, input_verdict)
+from tfwb.config import RunConfig
+from tfwb.workloads import get_workload
 
-INPUT_HIGH, INPUT_MODERATE, NOT_INPUT = "highly input-bound", "moderately input-bound", "not input-bound"
 FAILED, NO_DATA, NO_INPUT_DATA = "run failed", "no measured steps", "input wait not measured"
 
 
@@ -30,15 +34,6 @@ class Diagnosis:
     suggestions: Tuple[Tuple[str, object, str], ...] = ()
 
 
-def input_verdict(fraction: float) -> str:
-    """The profiler's classification of an input-wait fraction."""
-    if fraction >= HIGH_INPUT_FRACTION:
-        return INPUT_HIGH
-    if fraction >= MODERATE_INPUT_FRACTION:
-        return INPUT_MODERATE
-    return NOT_INPUT
-
-
 def _hardware_of(result) -> dict:
     """What a result's fingerprint says about its machine, in ``tfwb.hardware.detect()``'s shape."""
     fp = getattr(result, "fingerprint", None) or {}
@@ -48,8 +43,6 @@ def _hardware_of(result) -> dict:
 
 
 def _input_suggestions(cfg, hardware: Optional[dict] = None) -> tuple:
-    from tfwb.workloads import get_workload
-
     if cfg.data_source == "memory":
         return ()          # staged batches: no pipeline knob applies
     try:
@@ -75,8 +68,6 @@ def _input_suggestions(cfg, hardware: Optional[dict] = None) -> tuple:
 
 def _compute_suggestions(result, hardware: dict) -> tuple:
     """Model-side knobs expected to be faster on this hardware for this run (``tfwb.expect``)."""
-    from tfwb import expect
-
     cfg = result.config
     candidates = []
     if cfg.mixed_precision == "off":
@@ -108,8 +99,8 @@ def diagnose(result, hardware: Optional[dict] = None) -> Diagnosis:
             reads the GPUs and cores from the result's fingerprint.
 
     Example:
-        >>> diagnose(result).headline   # doctest: +SKIP
-        'highly input-bound (input wait 41%): try prefetch=True'
+        >>> diagnose(result).headline   # a run that waits 30 % of each step for input
+        'highly input-bound (input wait 30%): try prefetch=True'
     """
     if result.status != "ok":
         return Diagnosis(FAILED, None, f"{FAILED}: {result.error or result.status}")
@@ -130,8 +121,10 @@ def diagnose(result, hardware: Optional[dict] = None) -> Diagnosis:
     return Diagnosis(verdict, frac, f"{verdict} (input wait {frac:.0%}){tip}", sugg)
 
 
-#: RunConfig knobs whose effect depends on the hardware, in the order ``expectations`` lists them.
-HARDWARE_KNOBS = ("mixed_precision", "jit_compile", "steps_per_execution", "strategy")
+#: RunConfig knobs whose effect depends on the hardware, in the order ``expectations`` lists them:
+#: the compute and distribution knobs that have a rule in ``tfwb.expect.RULES``.
+HARDWARE_KNOBS: Tuple[str, ...] = tuple(n for n in _knobs.names("compute", "distribution", cls=RunConfig)
+                                        if n in expect.RULES)
 
 
 def expectations(cfg, hardware: dict) -> Tuple[str, ...]:
@@ -156,10 +149,7 @@ def expectations(cfg, hardware: dict) -> Tuple[str, ...]:
         >>> expectations(RunConfig(strategy="tpu"), DESCRIBED["colab-t4"])
         ("strategy='tpu' with no TPU here: the run fails before any work; pick 'default'.",)
     """
-    from tfwb import expect
-    from tfwb.config import RunConfig
-
-    defaults = RunConfig()
+    defaults = RunConfig(_check_workload=False)
     out = []
     if hardware.get("tpu") and cfg.strategy == "default":
         out.append("strategy='default' on a TPU machine: the step runs on the host CPU, not the TPU; "

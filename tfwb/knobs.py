@@ -6,9 +6,16 @@ builds that metadata). Everything else is derived from the declarations:
 - validation (``Knob.check``): ``ValueError`` naming the field, the value and what is allowed;
 - the command line (``Knob.parse``, ``Knob.allowed``): ``python -m tfwb run --help``;
 - the Workbench controls (``Knob.group``, ``Knob.kind``, ``Knob.offered``), laid out by group;
-- the README / ``--help`` knob table (``markdown_table``).
+- the README / ``--help`` knob table (``markdown_table``);
+- its role (``Knob.role``, one of ``ROLES``), from which the knob lists that other modules
+  keep are derived (``names``: the workload registry's source and generic pipeline knobs,
+  ``tfwb.expect``'s compute and input knobs, ``tfwb.diagnosis``'s hardware knobs);
+- how a sweep treats it (``Knob.sweep``: the values a default sweep tries; ``Knob.fixed``: why
+  a sweep never varies it), read by ``sweep_space`` and ``fixed_reasons``;
+- when it counts as set (``Knob.is_set``: its ``off`` value, or a ``set_when`` predicate).
 
-Adding a knob is one field with its ``knob(...)`` on ``RunConfig`` plus the code that uses it.
+Adding a knob is one field with its ``knob(...)`` on ``RunConfig``, the code that gives it its
+effect, and at most one expectation rule (``tfwb.expect.rules``).
 Pure: no TensorFlow, no UI library.
 """
 from __future__ import annotations
@@ -34,6 +41,18 @@ GROUPS: Tuple[Tuple[str, str], ...] = (
 )
 GROUP_NAMES = tuple(g for g, _ in GROUPS)
 
+#: What a knob is, for the code that treats knobs by kind of effect:
+#: ``source``: how a workload's own data is read, decoded and augmented (only a workload that
+#: declares it honours it); ``pipeline``: what tfwb's tf.data pipeline does to every workload's
+#: data; ``compute``: how the step itself computes (precision, graph, XLA); ``distribution``:
+#: how many devices or processes share the step; ``run``: what is trained and how it is
+#: measured (workload, steps, optimizer, seed, labels).
+ROLES = ("source", "pipeline", "compute", "distribution", "run")
+
+_UNDECLARED = object()
+#: The class whose fields are the knobs (``RunConfig``), set by ``declare`` (see there).
+_DECLARED: list = []
+
 
 @dataclass(frozen=True)
 class Knob:
@@ -56,6 +75,22 @@ class Knob:
         offered: values a Workbench dropdown offers for a ``spec`` / optional number knob.
         log_scale: a float knob spanning decades (a log slider in the Workbench).
         validate: extra check ``validate(value) -> None`` raising ``ValueError`` (``spec`` knobs).
+        role: what the knob is (one of ``ROLES``; default ``"run"``).
+        sweep: the values a sweep tries when given no space, in order (``()``: a default
+            sweep leaves the knob as the baseline has it; a space may still name it).
+        fixed: why a sweep never varies this knob (``""``: it may be swept). A knob has
+            ``sweep`` values or a ``fixed`` reason, not both.
+        off: the value at which the knob does nothing (``is_set`` is ``value != off``);
+            undeclared: ``False`` for bool and cache knobs, ``None`` for optional and spec knobs.
+        set_when: ``set_when(value) -> bool``, when "set" needs more than one off value.
+
+    Raises:
+        ValueError: for an unknown kind, group or role, or both ``sweep`` and ``fixed``.
+
+    Example:
+        >>> k = Knob("bool", "prefetch last", role="pipeline", sweep=(False, True))
+        >>> k.role, k.is_set(True), k.is_set(False)
+        ('pipeline', True, False)
     """
 
     kind: str
@@ -72,12 +107,47 @@ class Knob:
     offered: Tuple[Any, ...] = ()
     log_scale: bool = False
     validate: Optional[Callable[[Any], None]] = None
+    role: str = "run"
+    sweep: Tuple[Any, ...] = ()
+    fixed: str = ""
+    off: Any = _UNDECLARED
+    set_when: Optional[Callable[[Any], bool]] = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"kind={self.kind!r} is not allowed; kind must be one of {KINDS}")
         if self.group is not None and self.group not in GROUP_NAMES:
             raise ValueError(f"group={self.group!r} is not allowed; group must be None or one of {GROUP_NAMES}")
+        if self.role not in ROLES:
+            raise ValueError(f"role={self.role!r} is not allowed; role must be one of {ROLES}")
+        if self.sweep and self.fixed:
+            raise ValueError(f"sweep={self.sweep!r} and fixed={self.fixed!r} are not allowed together; "
+                             "a knob is swept over its values or fixed for a reason")
+
+    # -- when it counts as set ------------------------------------------------------
+    def is_set(self, value: Any) -> bool:
+        """Whether ``value`` turns this knob on (changes what a run does).
+
+        Raises:
+            ValueError: for a knob with neither an ``off`` value nor ``set_when`` (a batch
+                size, a step count: "set" means nothing for it).
+
+        Example:
+            >>> Knob("float", "latency", optional=True).is_set(0.0)
+            True
+        """
+        if self.set_when is not None:
+            return bool(self.set_when(value))
+        off = self.off
+        if off is _UNDECLARED:
+            if self.kind in ("bool", "cache"):
+                off = False
+            elif self.optional or self.kind == "spec":
+                off = None
+            else:
+                raise ValueError(f"a {self.kind} knob without off or set_when has no 'set' state; "
+                                 "declare off=... or set_when=...")
+        return not (value is off or (value == off and type(value) is type(off)))
 
     # -- what is allowed --------------------------------------------------------
     def values(self) -> Tuple[Any, ...]:
@@ -220,6 +290,76 @@ def table(cls: Any) -> Dict[str, Knob]:
     """``{field name: Knob}`` for every public field of a dataclass declared with ``knob``."""
     return {f.name: f.metadata["knob"] for f in dataclasses.fields(cls)
             if not f.name.startswith("_") and "knob" in f.metadata}
+
+
+def declare(cls: Any) -> None:
+    """Make ``cls`` (``RunConfig``, once ``tfwb.config`` defines it) the class whose knobs
+    ``names``, ``sweep_space`` and ``fixed_reasons`` read when given no class.
+
+    This lets the modules below ``tfwb.config`` (the workload registry, which
+    ``tfwb.config`` itself imports) read the declared roles without importing it back.
+    """
+    _DECLARED[:] = [cls]
+
+
+def declared() -> Any:
+    """The class ``declare`` registered (``RunConfig``).
+
+    Raises:
+        RuntimeError: when no class was declared yet (``tfwb.config`` not imported).
+    """
+    if not _DECLARED:
+        raise RuntimeError("no knob class declared yet: import tfwb.config first")
+    return _DECLARED[0]
+
+
+def names(*roles: str, cls: Any = None) -> Tuple[str, ...]:
+    """The knob names with one of ``roles``, in declaration order.
+
+    Args:
+        *roles: one or more of ``ROLES``.
+        cls: the dataclass whose fields are the knobs; ``None``: the declared one (``RunConfig``).
+
+    Raises:
+        ValueError: for no role or a role not in ``ROLES``.
+
+    Example:
+        >>> import tfwb.config
+        >>> names("distribution")
+        ('strategy', 'replicas', 'workers')
+    """
+    unknown = [r for r in roles if r not in ROLES]
+    if unknown or not roles:
+        raise ValueError(f"roles={roles!r} is not allowed; name one or more of {ROLES}")
+    return tuple(n for n, k in table(cls or declared()).items() if k.role in roles)
+
+
+def sweep_space(cls: Any = None) -> Dict[str, Tuple[Any, ...]]:
+    """``{knob: values}`` a sweep tries when given no space, in declaration (display) order.
+
+    Args:
+        cls: the dataclass whose fields are the knobs; ``None``: the declared one (``RunConfig``).
+
+    Example:
+        >>> import tfwb.config
+        >>> sweep_space()["prefetch"]
+        (False, True)
+    """
+    return {n: tuple(k.sweep) for n, k in table(cls or declared()).items() if k.sweep}
+
+
+def fixed_reasons(cls: Any = None) -> Dict[str, str]:
+    """``{knob: why}`` for every knob a sweep never varies, in declaration order.
+
+    Args:
+        cls: the dataclass whose fields are the knobs; ``None``: the declared one (``RunConfig``).
+
+    Example:
+        >>> import tfwb.config
+        >>> fixed_reasons()["steps"]
+        "the search sets each rung's steps (min_steps, eta)"
+    """
+    return {n: k.fixed for n, k in table(cls or declared()).items() if k.fixed}
 
 
 def grouped(cls: Any) -> Dict[str, Tuple[str, ...]]:

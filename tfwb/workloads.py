@@ -9,7 +9,9 @@ applies the generic pipeline knobs (``cache``, ``shuffle_buffer``, ``batch_size`
 A factory is a callable, or a ``"module:attribute"`` string imported at first
 use. The built-in workloads are registered that way (``tfwb.tf.workloads.<name>``),
 so this module stays pure: it imports neither TensorFlow nor ``tfwb.tf``, and
-``tfwb.config`` (which asks it for names) never pulls TensorFlow in. A new
+``tfwb.config`` (which asks it for names) never pulls TensorFlow in. Its knob lists
+are derived from the roles declared on RunConfig's knobs (``tfwb.knobs.names``), which
+``tfwb.config`` declares before it imports this module. A new
 built-in workload is one module under ``tfwb/tf/workloads/`` plus one entry in
 ``_BUILTINS`` below.
 """
@@ -20,12 +22,18 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
 
-#: Input knobs only a workload's own source can honour: they shape how files are
-#: read, decoded and augmented. A workload lists the ones it honours in ``source_knobs``.
-SOURCE_KNOBS = ("interleave", "parallel_map", "vectorized_map", "storage_latency_ms")
+from tfwb import knobs as _knobs
 
-#: Input knobs tfwb applies to every workload's dataset (``tfwb.tf.runner.pipeline.finish``).
-GENERIC_KNOBS = ("cache", "shuffle_buffer", "batch_size", "prefetch", "deterministic")
+#: Input knobs only a workload's own source can honour (role ``"source"`` in RunConfig's
+#: declarations): they shape how files are read, decoded and augmented. A workload lists
+#: the ones it honours in ``source_knobs``.
+SOURCE_KNOBS: Tuple[str, ...] = _knobs.names("source")
+
+#: Input knobs tfwb applies to every workload's dataset (role ``"pipeline"``;
+#: ``tfwb.tf.runner.pipeline.finish``).
+GENERIC_KNOBS: Tuple[str, ...] = _knobs.names("pipeline")
+
+_KNOBS = _knobs.table(_knobs.declared())
 
 #: What each ``data_source`` means for a workload that brings its own ``tf.data.Dataset``.
 USER_DATA_SOURCES: Mapping[str, str] = {
@@ -165,9 +173,7 @@ class Workload:
         """The source knobs ``cfg`` sets (on, or a latency given) that this workload ignores."""
         out = []
         for knob in SOURCE_KNOBS:
-            value = getattr(cfg, knob)
-            is_set = value is not None if knob == "storage_latency_ms" else bool(value)
-            if is_set and not self.applies(knob):
+            if _KNOBS[knob].is_set(getattr(cfg, knob)) and not self.applies(knob):
                 out.append(knob)
         return tuple(out)
 

@@ -1,0 +1,87 @@
+"""What limits a run: the input-wait thresholds and the bound read from a measured result.
+
+Both ``tfwb.expect`` (which asks whether a change can show on a run) and ``tfwb.diagnosis``
+(which names what to try next) read a run through this module, so neither imports the
+other for it. The thresholds are the TF profiler's own: input wait >= 5 % of the step
+is moderately, >= 20 % highly input-bound.
+
+Pure: reads the attributes of a ``RunResult`` (duck-typed); imports nothing from tfwb.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+#: The TF profiler's thresholds on the share of step time spent waiting for input.
+MODERATE_INPUT_FRACTION = 0.05
+HIGH_INPUT_FRACTION = 0.20
+
+#: The profiler's three input verdicts.
+INPUT_HIGH, INPUT_MODERATE, NOT_INPUT = "highly input-bound", "moderately input-bound", "not input-bound"
+
+#: What limits a run, as ``bound_of`` reads it from a measured run.
+INPUT, COMPUTE, OVERHEAD = "input", "compute", "overhead"
+BOUNDS = (INPUT, COMPUTE, OVERHEAD)
+
+#: A GPU busy (NVML duty cycle) less than this share of the time, with no input wait
+#: to explain it, idles between small kernels: the step is launch/Python-overhead-bound.
+OVERHEAD_GPU_BUSY_PCT = 50.0
+
+
+def input_verdict(fraction: float) -> str:
+    """The profiler's classification of an input-wait fraction (0..1).
+
+    Example:
+        >>> input_verdict(0.41), input_verdict(0.05), input_verdict(0.01)
+        ('highly input-bound', 'moderately input-bound', 'not input-bound')
+    """
+    if fraction >= HIGH_INPUT_FRACTION:
+        return INPUT_HIGH
+    if fraction >= MODERATE_INPUT_FRACTION:
+        return INPUT_MODERATE
+    return NOT_INPUT
+
+
+def check_bound(bound: Optional[str]) -> Optional[str]:
+    """Return ``bound`` when it is one of ``BOUNDS`` or None.
+
+    Raises:
+        ValueError: ``"bound=<value> is not allowed; one of ..."``.
+
+    Example:
+        >>> check_bound("input")
+        'input'
+    """
+    if bound is not None and bound not in BOUNDS:
+        raise ValueError(f"bound={bound!r} is not allowed; one of {BOUNDS} or None")
+    return bound
+
+
+def bound_of(result: Any) -> Optional[str]:
+    """What limited a measured run: ``"input"``, ``"overhead"``, ``"compute"`` or None.
+
+    ``"input"``: input wait >= ``HIGH_INPUT_FRACTION`` of step time (the TF profiler's
+    "highly input-bound"). ``"overhead"``: no such wait, but the GPUs were busy (NVML) less
+    than ``OVERHEAD_GPU_BUSY_PCT`` of the time: they idle between small kernels.
+    ``"compute"``: otherwise.
+
+    Args:
+        result: a ``RunResult`` (or None).
+
+    Returns:
+        One of ``BOUNDS``, or None for None, a failed run or a run with no steps.
+
+    Example:
+        >>> from tfwb.config import RunConfig
+        >>> from tfwb.records import RunResult
+        >>> bound_of(RunResult(config=RunConfig(), step_times_s=(1.0,) * 5, input_wait_s=(0.5,) * 5))
+        'input'
+    """
+    if result is None or not getattr(result, "ok", False):
+        return None
+    frac = result.input_wait_fraction
+    if frac is not None and frac >= HIGH_INPUT_FRACTION:
+        return INPUT
+    util = [u for u in result.utilization().get("gpu_util_pct") or () if u is not None]
+    if util and max(util) < OVERHEAD_GPU_BUSY_PCT:
+        return OVERHEAD
+    return COMPUTE

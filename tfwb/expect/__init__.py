@@ -1,0 +1,184 @@
+"""Say what an experiment should show before it runs, and afterwards whether it did.
+
+Every measured claim in the book goes through this package, so that "agreed / did NOT
+agree" is decided by tested code, never by a conditional written in a notebook cell:
+
+- ``tfwb.expect.checks``: the checks, ``ab`` / ``check`` (A/B), ``at_least`` / ``at_most`` /
+  ``equal`` (one measured value), ``unjudged``;
+- ``tfwb.expect.rules``: what each knob does on a machine, one table keyed by knob (``RULES``);
+- here: ``expected_for(hardware, knob, value, baseline)`` (one rule, with the bound read from
+  the baseline) and ``knob(hardware, baseline, **change)`` (the A/B expectation for turning
+  knobs), and ``table()`` (every rule on every described machine).
+
+Pure: no TensorFlow. ``tfwb.hardware.DESCRIBED`` holds described machines (a 2-core AVX2
+CPU, AVX-512 CPUs, a Colab T4, an A100, an H100, a TPU VM).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+
+from tfwb import hardware as _hardware
+from tfwb import knobs as _knobs
+from tfwb.bounds import BOUNDS, COMPUTE, INPUT, OVERHEAD, OVERHEAD_GPU_BUSY_PCT, bound_of, check_bound
+from tfwb.config import RunConfig
+from tfwb.expect.checks import (AB, AGREED, CANNOT_TELL, DIRECTIONS, DISAGREED, FASTER, NOT_FASTER,
+                                NOT_SLOWER, SAME, SLOWER, Check, Equal, Expected, Threshold, Unjudged, ab,
+                                at_least, at_most, check, equal, unjudged)
+from tfwb.expect.rules import (MEMORY_MEASURES, PREFETCH_MIN_HIDDEN, RULES, TABLE_CHANGES, best_compute_capability,
+                               default_device, precision_memory, target, where)
+
+__all__ = [
+    "ab", "check", "at_least", "at_most", "equal", "unjudged", "knob", "expected_for", "table",
+    "precision_memory", "default_device", "where", "target", "best_compute_capability", "bound_of",
+    "AB", "Check", "Expected", "Threshold", "Equal", "Unjudged", "RULES", "KNOWN", "COMPUTE_KNOBS",
+    "INPUT_KNOBS", "DIRECTIONS", "FASTER", "SLOWER", "SAME", "NOT_SLOWER", "NOT_FASTER",
+    "AGREED", "DISAGREED", "CANNOT_TELL", "BOUNDS", "INPUT", "COMPUTE", "OVERHEAD",
+    "OVERHEAD_GPU_BUSY_PCT", "PREFETCH_MIN_HIDDEN", "MEMORY_MEASURES", "TABLE_CHANGES",
+]
+
+#: Knobs whose effect is the step's compute (measure with data in memory): role ``"compute"``.
+COMPUTE_KNOBS: Tuple[str, ...] = _knobs.names("compute", cls=RunConfig)
+#: Input knobs (their effect depends on whether the run waits on input): roles
+#: ``"source"`` and ``"pipeline"``.
+INPUT_KNOBS: Tuple[str, ...] = _knobs.names("source", "pipeline", cls=RunConfig)
+#: Every change ``expected_for`` knows: the keys of ``RULES``.
+KNOWN: Tuple[str, ...] = tuple(RULES)
+
+
+def _config(baseline: Any) -> Any:
+    return getattr(baseline, "config", baseline)
+
+
+def expected_for(hardware: Mapping[str, Any], knob: str, value: Any = True, baseline: Any = None, *,
+                 bound: Optional[str] = None) -> Expected:
+    """What changing one knob should do on this hardware, relative to the baseline.
+
+    Args:
+        hardware (mapping): ``tfwb.hardware.detect()`` output or a described machine
+            (``tfwb.hardware.DESCRIBED``): keys ``gpus`` (``compute_capability``),
+            ``cpu_flags``, ``cpu_count``, ``tpu``.
+        knob (str): a key of ``RULES`` (``KNOWN``): a RunConfig field, or ``"sync"`` for
+            timing without a device sync.
+        value (default True): the knob's new value (``"mixed_float16"``, ``True``...).
+        baseline (RunResult | RunConfig | None, default None): the run (or config) the
+            change is made to: its ``strategy`` decides where the step runs, and a
+            measured run tells whether it waits on input or idles a GPU (``bound_of``).
+        bound (str | None, default None): ``"input"``, ``"compute"`` or ``"overhead"``,
+            overriding what ``baseline`` says; None: from ``baseline``, else unknown
+            (model knobs then assume a compute-bound step).
+
+    Returns:
+        An ``Expected``: ``direction`` (or None where it depends on the model more than
+        on the machine), ``why`` and ``than``.
+
+    Raises:
+        ValueError: an unknown knob or bound, or a value that is the baseline itself.
+
+    Example:
+        >>> from tfwb.hardware import DESCRIBED
+        >>> expected_for(DESCRIBED["colab-t4"], "mixed_precision", "mixed_float16").direction
+        'faster'
+        >>> expected_for(DESCRIBED["binder-2core-avx2"], "mixed_precision", "mixed_float16").direction
+        'slower'
+    """
+    if knob not in RULES:
+        raise ValueError(f"knob={knob!r} has no hardware expectation; one of {KNOWN}")
+    check_bound(bound)
+    if bound is None:
+        bound = bound_of(baseline) if hasattr(baseline, "step_times_s") else None
+        if bound is None and getattr(_config(baseline), "data_source", None) == "memory":
+            bound = COMPUTE if knob not in INPUT_KNOBS else None
+    return RULES[knob](hardware, value, baseline, bound)
+
+
+def _combine(parts: Sequence[Expected]) -> Expected:
+    """One expectation for several knobs turned at once, or ValueError if they pull apart."""
+    if len(parts) == 1:
+        return parts[0]
+    directions = {p.direction for p in parts}
+    why = "; ".join(dict.fromkeys(p.why for p in parts))      # a reason two knobs share, once
+    than = "the baseline"
+    if len(directions) == 1:
+        return Expected(parts[0].direction, why, than)
+    if None not in directions and directions <= {FASTER, NOT_SLOWER}:
+        return Expected(FASTER, why, than)
+    if None not in directions and directions <= {SLOWER, NOT_FASTER}:
+        return Expected(SLOWER, why, than)
+    if None not in directions and directions <= {NOT_SLOWER, NOT_FASTER, SAME}:
+        return Expected(SAME if directions == {SAME} else None, why, than)
+    raise ValueError("these changes pull in different directions on this hardware "
+                     f"({', '.join(sorted(str(d) for d in directions))}): check them one at a time")
+
+
+def knob(hardware: Mapping[str, Any], baseline: Any = None, **change: Any) -> AB:
+    """The A/B expectation for changing knobs on this hardware (``expected_for``, as an ``AB``).
+
+    Args:
+        hardware (mapping): ``tfwb.hardware.detect()`` output or a described machine.
+        baseline (RunResult | RunConfig | None, default None): what the change is made
+            to; a measured RunResult lets the expectation use what limited it.
+        **change: the knobs and their new values, e.g. ``mixed_precision="mixed_float16"``.
+            Several knobs at once must agree in direction (input knobs usually do).
+
+    Raises:
+        ValueError: no change, an unknown knob, or changes that pull apart here.
+
+    Example:
+        >>> from tfwb.hardware import DESCRIBED
+        >>> e = knob(DESCRIBED["binder-2core-avx2"], mixed_precision="mixed_float16")
+        >>> e.expected, e.claim
+        ('slower', "mixed_precision='mixed_float16' on this CPU (2 cores, AVX2)")
+        >>> print(e.check([1.0] * 9, [1.6] * 9))   # doctest: +NORMALIZE_WHITESPACE
+        Expected: mixed_precision='mixed_float16' on this CPU (2 cores, AVX2) (slower).
+        Measured: 1.60x slower. Result: agreed.
+    """
+    if not change:
+        raise ValueError("name at least one knob to change, e.g. knob(hw, mixed_precision='mixed_float16')")
+    parts = [expected_for(hardware, k, v, baseline) for k, v in change.items()]
+    e = _combine(parts)
+    strategy = change.get("strategy", getattr(_config(baseline), "strategy", None))
+    label = ", ".join(f"{k}={v!r}" for k, v in change.items())
+    return AB(f"{label} on {where(hardware, strategy)}", e.direction, e.why,
+              compute=any(k in COMPUTE_KNOBS for k in change))
+
+
+# -- the table of described machines ----------------------------------------------------------
+def table(machines: Optional[Mapping[str, Mapping[str, Any]]] = None,
+          changes: Sequence[Tuple[str, str, Any, Optional[str]]] = TABLE_CHANGES) -> str:
+    """Markdown: the expected direction of each change on each machine, then the reasons.
+
+    Args:
+        machines (mapping | None, default None): name -> hardware description;
+            None is ``tfwb.hardware.DESCRIBED``.
+        changes (sequence, default ``TABLE_CHANGES``): ``(label, knob, value, bound)``.
+
+    Example:
+        >>> print(table().splitlines()[0])
+        # What each knob is expected to do, per machine
+    """
+    machines = _hardware.DESCRIBED if machines is None else machines
+    names = list(machines)
+    cells: Dict[Tuple[str, str], Expected] = {
+        (label, name): expected_for(machines[name], k, v, bound=b)
+        for label, k, v, b in changes for name in names}
+    lines = [
+        "# What each knob is expected to do, per machine",
+        "",
+        "Generated by `python benchmarks/expectations.py` from `tfwb.expect.table()` over",
+        "`tfwb.hardware.DESCRIBED`. Each cell is the candidate relative to the baseline",
+        "(float32, no XLA, one step per call, one device, the knob off, a synced timing);",
+        "`-` means no fixed expectation on that machine (the reason says what it depends on).",
+        "A chapter prints the same sentence for the reader's own machine",
+        "(`tfwb.expect.knob(hw, baseline, ...)`), then checks it against the measurement.",
+        "",
+        "| change | " + " | ".join(names) + " |",
+        "| --- | " + " | ".join("---" for _ in names) + " |",
+    ]
+    for label, *_ in changes:
+        lines.append(f"| {label} | " + " | ".join(cells[label, n].direction or "-" for n in names) + " |")
+    for name in names:
+        hw = machines[name]
+        lines += ["", f"## {name}: {_hardware.describe(hw)}", ""]
+        for label, *_ in changes:
+            lines.append(f"- {label}: {cells[label, name].text()}.")
+    return "\n".join(lines) + "\n"

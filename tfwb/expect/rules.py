@@ -1,0 +1,486 @@
+"""The rules: what each knob is expected to do on a machine, in one table keyed by knob.
+
+``RULES[knob](hardware, value, baseline, bound) -> Expected`` gives the direction of a
+change (the candidate relative to the baseline) and why, as a function of the hardware
+description (``tfwb.hardware.detect()`` or a machine in ``tfwb.hardware.DESCRIBED``),
+never a guess written for one machine. ``baseline`` is the run or config the change is
+made to (its ``strategy`` decides where the step runs); ``bound`` is what limits it
+(``tfwb.bounds``), or None when unknown. A rule raises ``ValueError`` for a value that
+is the baseline itself.
+
+Adding a knob's expectation is one function here and one entry in ``RULES``. The
+machine helpers (``target``, ``where``, ``best_compute_capability``) and the memory rule
+of a precision policy (``precision_memory``) live here too.
+
+Pure: no TensorFlow.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
+
+from tfwb.bounds import COMPUTE, INPUT, OVERHEAD
+from tfwb.expect.checks import (FASTER, NOT_FASTER, NOT_SLOWER, SAME, SLOWER, Equal, Expected, Threshold,
+                                Unjudged, at_least, at_most, equal)
+
+#: prefetch is expected to be measurably faster only when the part it can hide (the
+#: shorter of input wait and compute) is at least this share of the step.
+PREFETCH_MIN_HIDDEN = 0.10
+
+#: A rule: ``rule(hardware, value, baseline, bound) -> Expected``.
+Rule = Callable[[Mapping[str, Any], Any, Any, Optional[str]], Expected]
+
+
+# -- the machine ------------------------------------------------------------------------------
+def _flags(hw: Mapping[str, Any]) -> frozenset:
+    return frozenset(str(f).lower() for f in (hw.get("cpu_flags") or ()))
+
+
+def best_compute_capability(hw: Mapping[str, Any]) -> Optional[Tuple[int, int]]:
+    """The highest compute capability among the GPUs, or None (no GPU, or none known).
+
+    Example:
+        >>> best_compute_capability({"gpus": [{"compute_capability": [7, 5]}, {"compute_capability": None}]})
+        (7, 5)
+    """
+    ccs = [tuple(int(x) for x in g["compute_capability"]) for g in (hw.get("gpus") or ())
+           if g.get("compute_capability")]
+    return max(ccs) if ccs else None
+
+
+def target(hw: Mapping[str, Any], strategy: Optional[str] = None) -> str:
+    """Where the model's step runs: ``"tpu"``, ``"gpu"``, ``"cpu"``, or ``"none"``.
+
+    ``strategy=None`` means the strategy a reader would pick here: ``"tpu"`` on a TPU
+    machine, else the default. On a TPU VM without ``strategy="tpu"`` the step runs on
+    the host CPU; ``strategy="tpu"`` with no TPU is ``"none"`` (the run fails).
+
+    Example:
+        >>> target({"gpus": [], "tpu": True}), target({"gpus": [], "tpu": True}, "default")
+        ('tpu', 'cpu')
+    """
+    if strategy is None:
+        strategy = "tpu" if hw.get("tpu") else "default"
+    if strategy == "tpu":
+        return "tpu" if hw.get("tpu") else "none"
+    return "gpu" if hw.get("gpus") else "cpu"
+
+
+def where(hw: Mapping[str, Any], strategy: Optional[str] = None) -> str:
+    """A few words for the device the step runs on, e.g. ``"Tesla T4 (compute capability 7.5)"``.
+
+    Example:
+        >>> where({"gpus": [], "cpu_flags": ("avx2",), "cpu_count": 2})
+        'this CPU (2 cores, AVX2)'
+    """
+    kind = target(hw, strategy)
+    if kind == "tpu":
+        return "a TPU"
+    if kind == "none":
+        return "this machine (no TPU)"
+    if kind == "gpu":
+        gpus = hw.get("gpus") or []
+        name = gpus[0].get("name") or "GPU"
+        cc = best_compute_capability(hw)
+        count = f"{len(gpus)}x " if len(gpus) > 1 else ""
+        return f"{count}{name}" + (f" (compute capability {cc[0]}.{cc[1]})" if cc else "")
+    flags = _flags(hw)
+    feats = ["AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else None,
+             "BF16" if flags & {"avx512_bf16", "amx_bf16"} else None,
+             "FP16" if flags & {"avx512_fp16", "amx_fp16"} else None,
+             "AMX" if "amx_tile" in flags else None]
+    cores = hw.get("cpu_count")
+    details = ([f"{cores} core{'' if cores == 1 else 's'}"] if cores else []) + [f for f in feats if f]
+    host = "this TPU VM's host CPU" if hw.get("tpu") else "this CPU"
+    return host + (f" ({', '.join(details)})" if details else "")
+
+
+def default_device(hw: Mapping[str, Any]) -> Equal:
+    """Where a step with no strategy and no ``tf.device`` runs most of its ops, on this hardware.
+
+    TensorFlow places an op on ``GPU:0`` whenever it sees a GPU and the op has a GPU
+    kernel, with or without a distribution strategy; otherwise on ``CPU:0`` (a TPU VM's
+    TPU takes ``strategy="tpu"``). Check it against
+    ``tfwb.tf.lab.placement.placement(step).main_device()``.
+
+    Example:
+        >>> print(default_device({"gpus": [{"name": "Tesla T4"}]}))   # doctest: +NORMALIZE_WHITESPACE
+        Expecting: the device that runs most of a step's ops, with no strategy and no tf.device: GPU:0
+        (TF picks GPU:0 for every op with a GPU kernel whenever it sees a GPU; no strategy needed).
+    """
+    claim = "the device that runs most of a step's ops, with no strategy and no tf.device"
+    if hw.get("gpus"):
+        return equal(claim, "GPU:0", why="TF picks GPU:0 for every op with a GPU kernel whenever it sees a "
+                     "GPU; no strategy needed")
+    why = "no GPU here" + ("; the TPU runs a step only under strategy='tpu'" if hw.get("tpu") else "")
+    return equal(claim, "CPU:0", why=why)
+
+
+# -- the rules -------------------------------------------------------------------------------
+def _config(baseline: Any) -> Any:
+    return getattr(baseline, "config", baseline)
+
+
+def _hidden_by_prefetch(baseline: Any) -> Optional[float]:
+    """Share of the baseline step prefetch could hide: min(wait, compute) / step."""
+    if not getattr(baseline, "ok", False) or not baseline.input_wait_s:
+        return None
+    wait, compute, step = baseline.median_wait_s, baseline.median_compute_s, baseline.median_step_s
+    if not step:
+        return None
+    return min(wait, compute) / step
+
+
+def _downgrade(e: Expected, bound: Optional[str]) -> Expected:
+    """A compute change on a run that waits on input: the pipeline hides most of it."""
+    if bound != INPUT or e.direction not in (FASTER, SLOWER):
+        return e
+    softer = NOT_SLOWER if e.direction == FASTER else NOT_FASTER
+    return Expected(softer, e.why + "; but the run waits on input, which hides a change in the step",
+                    e.than)
+
+
+def _precision(hw: Mapping[str, Any], value: str, kind: str, bound: Optional[str]) -> Expected:
+    than = "float32"
+    if value == "off":
+        raise ValueError("mixed_precision='off' is the float32 baseline; compare a policy against it")
+    if value not in ("mixed_float16", "mixed_bfloat16"):
+        raise ValueError(f"mixed_precision={value!r} is not allowed; 'mixed_float16' or 'mixed_bfloat16'")
+    half = value == "mixed_float16"
+    flags = _flags(hw)
+    if kind == "none":
+        return Expected(None, "no TPU here: the run fails before any work; pick strategy='default'", than)
+    if kind == "tpu":
+        if half:
+            return Expected(None, "TPUs have no float16 arithmetic (their matrix units compute in "
+                            "bfloat16): tfwb refuses this policy with strategy='tpu' before any work; "
+                            "use mixed_bfloat16 on a TPU", than)
+        return Expected(NOT_SLOWER, "the TPU's matrix units compute in bfloat16 (float32 matmuls already "
+                        "run bfloat16 passes); halving activations saves memory traffic, more so on "
+                        "large models", than)
+    if kind == "gpu":
+        cc = best_compute_capability(hw)
+        if cc is None:
+            return Expected(None, "the GPU's compute capability is unknown, so whether it has "
+                            "Tensor Cores for this type is too", than)
+        need = (7, 0) if half else (8, 0)
+        if cc < need:
+            if half:
+                why = (f"compute capability {cc[0]}.{cc[1]} has no Tensor Cores (they start at 7.0): "
+                       "float16 math is no faster and the casts cost time")
+            else:
+                why = (f"compute capability {cc[0]}.{cc[1]} has no bfloat16 Tensor Cores (they start "
+                       "at 8.0): not recommended here, use mixed_float16 on this GPU")
+            return Expected(NOT_FASTER, why, than)
+        if bound == OVERHEAD:
+            return Expected(NOT_FASTER, "the GPU idles between small kernels, so faster math cannot "
+                            "show, and the policy adds cast kernels", than)
+        tc = "float16" if half else "bfloat16"
+        why = (f"{tc} Tensor Cores (compute capability {cc[0]}.{cc[1]}) run matmuls and convolutions "
+               "several times faster than float32 and halve activation memory, on a step busy with them")
+        if cc >= (8, 0):
+            why += " (float32 matmuls already use TF32 Tensor Cores here, so the gain is smaller than on a T4)"
+        return _downgrade(Expected(FASTER, why, than), bound)
+    # CPU: x86 flags name the instructions; Arm lists "fphp" (float16) and "bf16".
+    arm = "asimd" in flags
+    if half:
+        # TF's oneDNN runs float16 only with AVX-512 FP16 or AMX-FP16 (on AVX-512 BW), or with
+        # AVX-NE-CONVERT (IsDataTypeSupportedByOneDNNOnThisCPU in tensorflow/core/util/util.cc).
+        if (flags & {"avx512_fp16", "amx_fp16"} or "avx_ne_convert" in flags
+                or (arm and "fphp" in flags)):
+            return Expected(None, "this CPU has float16 arithmetic that TF's CPU kernels can use, but "
+                            "whether it outweighs the casts on a small model was not measured for "
+                            "the book", than)
+        if "avx512f" in flags:
+            why = ("oneDNN runs no float16 on this CPU (that takes AVX-512 FP16, AMX-FP16 or "
+                   "AVX-NE-CONVERT, which it lacks): TF falls back to generic Eigen kernels, often "
+                   "many times slower, and the policy's casts cost time on top")
+        elif flags and not arm:
+            why = ("without AVX-512, oneDNN runs no float16 at all: TF falls back to generic Eigen "
+                   "kernels, often many times slower")
+        else:
+            why = ("no float16 arithmetic is listed for this CPU: TF's CPU kernels are fastest in "
+                   "float32, and the policy adds casts")
+        return _downgrade(Expected(SLOWER, why, than), bound)
+    if "amx_bf16" in flags:
+        return Expected(NOT_SLOWER, "AMX runs bfloat16 matmuls natively through oneDNN: about float32 "
+                        "speed on a small model, faster on large matmuls", than)
+    if "avx512_bf16" in flags:
+        return Expected(NOT_SLOWER, "AVX-512 BF16 gives oneDNN native bfloat16 dot products: about "
+                        "float32 speed", than)
+    if arm and "bf16" in flags:
+        return Expected(None, "this Arm CPU has bfloat16 instructions that TF's oneDNN/ACL kernels can "
+                        "use; not measured for the book", than)
+    if flags and not arm:
+        why = ("this CPU has no bfloat16 instructions (no AVX-512 BF16 or AMX): every bfloat16 op "
+               "converts in software")
+    else:
+        why = ("no bfloat16 instructions are listed for this CPU: every bfloat16 op converts in "
+               "software")
+    return _downgrade(Expected(SLOWER, why, than), bound)
+
+
+def _jit(kind: str, bound: Optional[str]) -> Expected:
+    than = "jit_compile=False"
+    if kind == "none":
+        return Expected(None, "no TPU here: the run fails before any work; pick strategy='default'", than)
+    if kind == "tpu":
+        return Expected(SAME, "on a TPU every step is compiled by XLA anyway", than)
+    if kind == "gpu":
+        if bound == OVERHEAD:
+            return Expected(FASTER, "the GPU idles between many small kernels; XLA fuses them into "
+                            "a few launches (after a first step that compiles)", than)
+        return Expected(NOT_SLOWER, "large matmuls and convolutions run in the same cuBLAS/cuDNN "
+                        "kernels either way; XLA fuses the small ops around them (the first step "
+                        "compiles)", than)
+    return Expected(NOT_FASTER, "XLA's CPU code generation rarely beats the oneDNN kernels TF's own CPU "
+                    "path uses: often slower on small models; the first step compiles", than)
+
+
+def _steps_per_call(kind: str, bound: Optional[str]) -> Expected:
+    than = "one step per call"
+    if kind == "none":
+        return Expected(None, "no TPU here: the run fails before any work; pick strategy='default'", than)
+    if kind == "tpu" or (kind == "gpu" and bound == OVERHEAD):
+        return Expected(FASTER, "several steps per call save a host round trip per step, which a "
+                        + ("TPU pays on every call" if kind == "tpu" else "GPU idling between kernels shows"),
+                        than)
+    return Expected(NOT_SLOWER, "it saves a Python call and a loss read per step: much where steps are "
+                    "short (a millisecond or so), little where the step's compute dominates", than)
+
+
+def _strategy(hw: Mapping[str, Any], value: str) -> Expected:
+    than = "one device (strategy='default')"
+    gpus = len(hw.get("gpus") or ())
+    if value == "default":
+        raise ValueError("strategy='default' is the baseline; compare another strategy against it")
+    if value == "tpu":
+        if not hw.get("tpu"):
+            return Expected(None, "no TPU here: the run fails before any work; pick 'default'", than)
+        return Expected(None, "without strategy='tpu' the step runs on the TPU VM's host CPU; the TPU "
+                        "wins on compute-bound models, while a small model with one step per call "
+                        "pays a host round trip per step (raise steps_per_execution)", than)
+    if value == "mirrored":
+        if gpus >= 2:
+            return Expected(None, f"{gpus} GPUs each take a share of the batch: faster when each share "
+                            "keeps its GPU busy, slower on small models where the gradient all-reduce "
+                            "dominates; compare examples per second", than)
+        if gpus == 1:
+            return Expected(NOT_FASTER, "one GPU is one replica: the same work plus the strategy's "
+                            "overhead", than)
+        return Expected(SLOWER, "the replicas are logical devices on the same CPU cores: no extra "
+                        "compute, plus an all-reduce every step", than)
+    if value == "multi_worker":
+        if gpus:
+            return Expected(None, "depends on the workers' GPUs and the network between them", than)
+        return Expected(SLOWER, "the workers are processes sharing this machine's CPU cores (each gets "
+                        "its own share of them: none brings new compute), and every step adds an all-reduce "
+                        "between the processes over loopback (gRPC)", than)
+    if value == "parameter_server":
+        return Expected(SLOWER, "a chief schedules each step on a worker process and the variables live "
+                        "on a ps process: every step crosses processes over gRPC (tfwb waits for each "
+                        "step's loss, one round trip per step); it pays off for many workers and large "
+                        "sparse models, not on one machine", than)
+    raise ValueError(f"strategy={value!r} is not allowed; one of 'mirrored', 'multi_worker', "
+                     "'parameter_server', 'tpu'")
+
+
+def _input(hw: Mapping[str, Any], knob: str, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+    cfg = _config(baseline)
+    than = f"{knob}=False" if knob != "data_source" else (
+        f"data_source={getattr(cfg, 'data_source', None) or 'generator'!r}")
+    if knob == "data_source" and value not in ("files", "memory"):
+        raise ValueError(f"data_source={value!r} is the naive baseline; expect 'files' or 'memory' against it")
+    if knob != "data_source" and not value:
+        raise ValueError(f"{knob}={value!r} is the baseline; turn the knob on to compare")
+    if knob == "parallel_map":
+        if getattr(cfg, "data_source", None) == "generator":
+            return Expected(NOT_SLOWER, "a Python generator holds the GIL, so parallel calls run one "
+                            "at a time", than)
+        if (hw.get("cpu_count") or 2) < 2:
+            return Expected(NOT_SLOWER, "one CPU core: nothing to run in parallel", than)
+    if knob == "prefetch":
+        hidden = _hidden_by_prefetch(baseline)
+        if hidden is not None:
+            if hidden >= PREFETCH_MIN_HIDDEN:
+                return Expected(FASTER, f"prefetch overlaps input with the step, hiding up to {hidden:.0%} "
+                                "of it here (the shorter of input wait and compute)", than)
+            return Expected(NOT_SLOWER, f"prefetch can hide only the shorter of input wait and compute: "
+                            f"{hidden:.0%} of the step here, too little to tell from noise", than)
+    if bound == INPUT:
+        how = "prefetch overlaps that wait with the step" if knob == "prefetch" else "this knob speeds the pipeline up"
+        return Expected(FASTER, f"the run waits on input, and {how}", than)
+    if bound in (COMPUTE, OVERHEAD):
+        return Expected(NOT_SLOWER, "the step hardly waits on input: little to gain, nothing to lose", than)
+    return Expected(NOT_SLOWER, "faster when the run waits on input, about the same when it does not", than)
+
+
+def _sync(kind: str, value: Any) -> Expected:
+    than = "timing with a device sync"
+    if value:
+        raise ValueError("sync=True is the honest baseline; expect sync=False against it")
+    if kind in ("gpu", "tpu"):
+        return Expected(FASTER, "the accelerator runs asynchronously: without a sync the clock stops "
+                        "when the work is queued, not when it is done, and under-reports", than)
+    return Expected(NOT_SLOWER, "TF's CPU kernels finish before the call returns, so skipping the sync "
+                    "saves only the sync's own small cost", than)
+
+
+def _tf32(hw: Mapping[str, Any], value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+    """tf32=False: float32 matmuls and convolutions in full float32 instead of TF32."""
+    than = "tf32=True (TensorFlow's default)"
+    if value is not False:
+        raise ValueError(f"tf32={value!r} is TensorFlow's default, the baseline; expect tf32=False against it")
+    kind = _kind(hw, baseline)
+    if kind == "none":
+        return Expected(None, "no TPU here: the run fails before any work; pick strategy='default'", than)
+    if kind == "tpu":
+        return Expected(SAME, "TF32 is an NVIDIA Tensor Core format: a TPU's matrix units ignore the "
+                        "setting", than)
+    if kind == "cpu":
+        return Expected(SAME, "TF32 is an NVIDIA Tensor Core format: TF's CPU kernels compute float32 "
+                        "either way", than)
+    cc = best_compute_capability(hw)
+    if cc is None:
+        return Expected(None, "the GPU's compute capability is unknown, so whether it has TF32 Tensor "
+                        "Cores (8.0 and newer) is too", than)
+    if cc < (8, 0):
+        return Expected(SAME, f"compute capability {cc[0]}.{cc[1]} predates TF32, which came with Ampere "
+                        "at 8.0: float32 runs as float32 either way", than)
+    policy = getattr(_config(baseline), "mixed_precision", "off")
+    if policy not in (None, "off"):
+        return Expected(NOT_FASTER, f"under {policy} the matmuls run in 16 bits; only what stays float32 "
+                        "loses TF32", than)
+    why = (f"compute capability {cc[0]}.{cc[1]} runs float32 matmuls and convolutions as TF32 on Tensor "
+           "Cores by default; without it they take the much slower full-float32 path")
+    if bound not in (None, COMPUTE):
+        return Expected(NOT_FASTER, why + ", which shows only on a step busy with them", than)
+    return Expected(SLOWER, why, than)
+
+
+def _kind(hw: Mapping[str, Any], baseline: Any) -> str:
+    return target(hw, getattr(_config(baseline), "strategy", None))
+
+
+def _precision_rule(hw: Mapping[str, Any], value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+    return _precision(hw, value, _kind(hw, baseline), bound)
+
+
+def _jit_rule(hw: Mapping[str, Any], value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+    if not value:
+        raise ValueError("jit_compile=False is the baseline; turn it on to compare")
+    return _downgrade(_jit(_kind(hw, baseline), bound), bound)
+
+
+def _steps_rule(hw: Mapping[str, Any], value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+    if value == 1:
+        raise ValueError("steps_per_execution=1 is the baseline; compare a larger value")
+    return _steps_per_call(_kind(hw, baseline), bound)
+
+
+def _strategy_rule(hw: Mapping[str, Any], value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+    return _strategy(hw, value)
+
+
+def _sync_rule(hw: Mapping[str, Any], value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+    return _sync(_kind(hw, baseline), value)
+
+
+def _input_rule(knob: str) -> Rule:
+    def rule(hw: Mapping[str, Any], value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+        return _input(hw, knob, value, baseline, bound)
+    rule.__name__ = f"_{knob}_rule"
+    return rule
+
+
+#: The one table: knob -> its rule. ``sync`` (value False) is timing without a device sync,
+#: the one entry that is not a RunConfig field.
+RULES: Dict[str, Rule] = {
+    "mixed_precision": _precision_rule,
+    "tf32": _tf32,
+    "jit_compile": _jit_rule,
+    "steps_per_execution": _steps_rule,
+    "strategy": _strategy_rule,
+    **{k: _input_rule(k) for k in ("prefetch", "parallel_map", "interleave", "cache", "vectorized_map",
+                                   "data_source")},
+    "sync": _sync_rule,
+}
+
+
+#: The changes ``tfwb.expect.table()`` shows for every described machine: (label, knob, value,
+#: bound). A knob's rule and its rows sit together here.
+TABLE_CHANGES: Tuple[Tuple[str, str, Any, Optional[str]], ...] = (
+    ("mixed_precision='mixed_float16'", "mixed_precision", "mixed_float16", None),
+    ("mixed_precision='mixed_bfloat16'", "mixed_precision", "mixed_bfloat16", None),
+    ("jit_compile=True", "jit_compile", True, None),
+    ("jit_compile=True, GPU idling (overhead-bound)", "jit_compile", True, OVERHEAD),
+    ("tf32=False (float32 matmuls in full float32)", "tf32", False, None),
+    ("steps_per_execution=8", "steps_per_execution", 8, None),
+    ("strategy='mirrored'", "strategy", "mirrored", None),
+    ("strategy='tpu'", "strategy", "tpu", None),
+    ("prefetch=True, input-bound run", "prefetch", True, INPUT),
+    ("prefetch=True, compute-bound run", "prefetch", True, COMPUTE),
+    ("parallel_map=True, input-bound run", "parallel_map", True, INPUT),
+    ("timing without a device sync", "sync", False, None),
+)
+
+# -- memory ----------------------------------------------------------------------------------
+#: What ``precision_memory`` compares: the run's peak memory, or the largest batch that trains.
+MEMORY_MEASURES = ("peak", "batch")
+
+
+def precision_memory(hardware: Mapping[str, Any], value: str, baseline: Any = None, *,
+                     measure: str = "peak") -> Union[Threshold, Unjudged]:
+    """What a precision policy should do to memory on this hardware, as a ratio to float32.
+
+    Args:
+        hardware (mapping): ``tfwb.hardware.detect()`` output or a described machine.
+        value (str): ``"mixed_float16"`` or ``"mixed_bfloat16"``.
+        baseline (RunResult | RunConfig | None, default None): its ``strategy`` decides
+            where the step runs (``target``).
+        measure (str, default "peak"): ``"peak"``: the run's peak memory
+            (``run.extras["memory"]``: TensorFlow's allocator on a GPU or TPU, the
+            process's RSS on a CPU), the policy's over float32's; ``"batch"``: the largest
+            batch that trains (``tfwb.tf.lab.precision.largest_batch``), the policy's over
+            float32's.
+
+    Returns:
+        A ``Threshold`` on a GPU (peak at most 1x, batch at least 1x) or TPU (peak), else
+        an ``Unjudged`` that says why nothing is expected; either has ``.check(ratio)``.
+
+    Raises:
+        ValueError: for a value that is not a mixed policy, or an unknown measure.
+
+    Example:
+        >>> from tfwb.hardware import DESCRIBED
+        >>> print(precision_memory(DESCRIBED["colab-t4"], "mixed_float16").expected)
+        at most 1x
+        >>> precision_memory(DESCRIBED["binder-2core-avx2"], "mixed_float16").expected
+        'no fixed expectation'
+    """
+    if value not in ("mixed_float16", "mixed_bfloat16"):
+        raise ValueError(f"mixed_precision={value!r} is not allowed here; 'mixed_float16' or "
+                         "'mixed_bfloat16' (float32, 'off', is what it is compared with)")
+    if measure not in MEMORY_MEASURES:
+        raise ValueError(f"measure={measure!r} is not allowed; one of {MEMORY_MEASURES}")
+    strategy = getattr(_config(baseline), "strategy", None)
+    kind = target(hardware, strategy)
+    peak = measure == "peak"
+    what = "peak memory" if peak else "largest batch"
+    claim = f"{value}'s {what} over float32's, on {where(hardware, strategy)}"
+    if kind == "none" or (kind == "tpu" and value == "mixed_float16"):
+        return Unjudged(claim, "the run fails before any work here", "x")
+    if kind == "cpu":
+        why = ("on a CPU tfwb reads the whole process's peak RSS: TensorFlow's runtime, the data and what "
+               "earlier runs left behind dominate it, so a policy's smaller activations need not show"
+               if peak else
+               "a CPU has no device memory to run out of (a batch too large swaps or gets the process "
+               "killed), so tfwb searches batches on a GPU only")
+        return Unjudged(claim, why, "x")
+    if not peak and kind == "tpu":
+        return Unjudged(claim, "tfwb searches batches on a GPU only", "x")
+    if peak:
+        return at_most(claim, 1.0, "x", why="activations are stored in 16 bits while weights and optimizer "
+                       "state stay float32: the saving grows with batch and model size, and is small when "
+                       "weights and optimizer state dominate")
+    return at_least(claim, 1.0, "x", why="16-bit activations leave room for more examples: up to about twice "
+                    "as many where activations dominate the memory")
