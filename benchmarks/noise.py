@@ -43,7 +43,7 @@ os.environ.setdefault("TFWB_FAST", "1")
 import tfwb.tf  # noqa: E402,F401  (quiet TF import)
 from tfwb import RunConfig, hardware, report, stats  # noqa: E402
 from tfwb.tf.lab.interleave import compare_interleaved  # noqa: E402
-from tfwb.tf.runner.train import run  # noqa: E402
+from tfwb.tf.run import run  # noqa: E402
 
 A = RunConfig(batch_size=64, data_source="memory", size="small")
 B = A.replace(batch_size=76)

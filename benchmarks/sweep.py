@@ -13,7 +13,7 @@ Two measurements, each optional (``--parts``):
   (``tfwb.compare_interleaved``), where the machine's drift cancels.
   Goal: the search costs at most a third of the grid, and its winner is not
   significantly slower than the grid's best.
-- ``default``: ``python -m tfwb sweep``'s default search (``tfwb.sweeps.search.default_space``,
+- ``default``: ``python -m tfwb sweep``'s default search (``tfwb.sweeps.space.default_space``,
   10/30/90 steps, eta 3) on the default workload in small mode (``TFWB_FAST=1``): the
   sweep's run time in fast mode.
 
@@ -42,10 +42,11 @@ import time
 
 import tfwb.tf  # noqa: F401  (quiet TF import)
 from tfwb import RunConfig, expect, hardware, stats
-from tfwb.records import load_results
+from tfwb.cli.drawer import Drawer
+from tfwb.history import History
+from tfwb.sweeps import default_space, exhaustive, sweep
+from tfwb.sweeps.space import run_key
 from tfwb.tf.lab.interleave import compare_interleaved
-from tfwb.sweeps.search import default_space, exhaustive, run_key, sweep
-from tfwb.cli.sweep import TerminalBar
 
 #: The benchmark's space: 32 candidates that leave the training the same (up to rounding).
 SPACE = {
@@ -61,7 +62,7 @@ def load() -> list:
     return [round(v, 2) for v in os.getloadavg()]
 
 
-def refuse(cfg, progress=None):
+def refuse(cfg, observers=()):
     raise RuntimeError(f"--reuse: {cfg.label!r} ({cfg.steps} steps) is not in the saved histories")
 
 
@@ -71,7 +72,7 @@ def learned_band(folder: str, *, xla: bool) -> stats.NoiseBand:
     with XLA on or off (an XLA step on a busy CPU scatters far more between runs)."""
     groups: dict = {}
     for name in ("search.jsonl", "grid.jsonl"):
-        for r in load_results(os.path.join(folder, name)):
+        for r in History(os.path.join(folder, name)).load():
             if r.ok and r.config.steps >= 40 and r.config.jit_compile == xla:
                 groups.setdefault(run_key(r.config.replace(steps=1)), []).append(r.median_step_s)
     return stats.learn_noise(list(groups.values()))
@@ -93,13 +94,13 @@ def part_grid(args, bar) -> dict:
         __import__("tfwb").run(base.replace(steps=3))    # TF's own start-up, paid before either clock runs
         timings = {"load_before": load(), "command": "python benchmarks/sweep.py " + " ".join(sys.argv[1:])}
         t0 = time.perf_counter()
-        search = sweep(base, space, **kw, history=os.path.join(folder, "search.jsonl"), progress=bar)
+        search = sweep(base, space, **kw, history=os.path.join(folder, "search.jsonl"), progress=bar.sweep())
         timings["search_s"] = time.perf_counter() - t0
         bar.close()
         timings["load_between"] = load()
         t0 = time.perf_counter()
         grid = exhaustive(base, space, steps=search.rung_steps[-1], history=os.path.join(folder, "grid.jsonl"),
-                          progress=bar)
+                          progress=bar.sweep())
         timings["grid_s"] = time.perf_counter() - t0
         bar.close()
         timings["load_after"] = load()
@@ -130,7 +131,7 @@ def part_grid(args, bar) -> dict:
             check = expect.ab(claim + ", in alternating rounds", expect.NOT_SLOWER).check(paired)
             close["paired"] = {"text": paired.text(), "check": str(check), "agreed": check.agreed,
                                "method": paired.method}
-            others = [r.median_step_s * 1e3 for r in load_results(os.path.join(folder, "search.jsonl"))
+            others = [r.median_step_s * 1e3 for r in History(os.path.join(folder, "search.jsonl")).load()
                       if r.ok and run_key(r.config.replace(steps=1)) == run_key(best.config.replace(steps=1))]
             close["grid_best_in_search_ms"] = others
     share = search_s / grid_s
@@ -161,7 +162,7 @@ def part_default(args, bar) -> dict:
     folder = tempfile.mkdtemp(prefix="tfwb-sweep-default-")
     before = load()
     t0 = time.perf_counter()
-    r = sweep(base, None, history=os.path.join(folder, "runs.jsonl"), progress=bar)
+    r = sweep(base, None, history=os.path.join(folder, "runs.jsonl"), progress=bar.sweep())
     seconds = time.perf_counter() - t0
     if bar:
         bar.close()
@@ -240,7 +241,7 @@ def main(argv=None) -> int:
                    "timings a run left in DIR (its --work), running nothing")
     p.add_argument("--out", default="benchmarks/results/sweep")
     args = p.parse_args(argv)
-    bar = TerminalBar(sys.stderr, tty=False)
+    bar = Drawer(sys.stderr, tty=False)         # one line per finished run
     import tensorflow as tf
 
     res = {"machine": hardware.describe(hardware.detect()), "python": platform.python_version(),

@@ -1,16 +1,24 @@
-"""Shared test setup: small mode, a private data folder, thread-leak guard.
+"""Shared test setup: small mode, a private data folder, thread-leak guard, the shared fakes.
 
-(nbval's settings for the chapters live in notebooks/conftest.py.)
+The shared test fakes (fake runner, result builders, tiny workloads) are ``tests/fakes.py``:
+this folder goes on ``sys.path`` so every test module can ``from fakes import ...`` under
+``--import-mode=importlib`` too. (nbval's settings for the chapters live in
+notebooks/conftest.py.)
 """
 import os
+import sys
 import threading
 
 import pytest
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
 # Kernels and subprocesses the tests start inherit this environment.
 os.environ.setdefault("TFWB_FAST", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
-os.environ.setdefault("TFWB_DATA_DIR", os.path.join(os.path.dirname(__file__), "..", ".pytest_cache", "tfwb-data"))
+os.environ.setdefault("TFWB_DATA_DIR", os.path.join(HERE, "..", ".pytest_cache", "tfwb-data"))
 
 
 def pytest_sessionstart(session):

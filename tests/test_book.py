@@ -325,3 +325,19 @@ def test_readme_badges_use_the_one_repository_slug():
     slugs = set(re.findall(r"(?:colab\.research\.google\.com/github|mybinder\.org/v2/gh)/([\w.-]+/[\w.-]+)/", text_))
     assert slugs == {book.REPO_SLUG}, f"README badges name {slugs}; tfwb.book.REPO_SLUG is {book.REPO_SLUG!r}"
     assert book.badge_markdown("notebooks/00_measuring.ipynb") in text_
+
+
+# -- the chapter session's pure parts ---------------------------------------------------------------------
+
+def test_find_chapter_accepts_the_number_in_any_spelling_and_names_the_chapters_on_a_miss():
+    assert book.find_chapter("07") is book.find_chapter(7) is book.find_chapter("7")
+    assert book.find_chapter("00").path == "notebooks/00_measuring.ipynb"
+    with pytest.raises(ValueError, match=r"chapter=9 is not allowed; chapter must be one of 00, 01, .*07"):
+        book.find_chapter(9)
+    with pytest.raises(ValueError, match="chapter=True is not allowed"):
+        book.find_chapter(True)
+
+
+def test_closing_line_names_the_time_the_mode_and_the_machine():
+    assert book.closing_line(83.4, True, "M") == "this chapter took 83 s here (small mode, M)"
+    assert book.closing_line(1200.6, False, "M") == "this chapter took 1201 s here (full size, M)"

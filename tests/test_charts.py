@@ -7,33 +7,20 @@ import pytest
 from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
+import fakes
 from tfwb import report
 from tfwb.config import RunConfig
-from tfwb.records import RunResult, Sample
+from tfwb.records import RunResult
 from tfwb.ui import charts
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def make_result(cfg=None, *, step_ms=80.0, wait_ms=20.0, n=20, warmup_ms=(1800.0, 110.0, 105.0), gpus=1):
-    cfg = cfg or RunConfig()
-    steps = [(step_ms + (i % 5) - 2) / 1e3 for i in range(n)]
-    warm = [w / 1e3 for w in warmup_ms]
-    t, warm_start, step_start = 0.5, [], []
-    for d in warm:
-        warm_start.append(t)
-        t += d
-    for d in steps:
-        step_start.append(t)
-        t += d
-    samples = tuple(Sample(t_s=i * 0.2, cpu_process_pct=120.0 + i % 7, cpu_system_pct=55.0,
-                           gpu_util_pct=tuple(60.0 + g * 10 for g in range(gpus)),
-                           gpu_mem_used_mib=(1000.0,) * gpus)
-                    for i in range(int(t / 0.2) + 2))
-    return RunResult(config=cfg, step_times_s=steps, input_wait_s=[wait_ms / 1e3] * n,
-                     warmup_times_s=warm, warmup_input_wait_s=[0.01] * len(warm),
-                     step_start_s=step_start, warmup_start_s=warm_start, samples=samples,
-                     examples_per_step=cfg.batch_size)
+    """The shared builder (tests/fakes.py) in milliseconds, with the charts' defaults: steps
+    jittered by up to 2 ms, three warm-up steps, utilization samples from ``gpus`` GPUs."""
+    return fakes.make_result(cfg, step_s=step_ms / 1e3, wait_s=wait_ms / 1e3, n=n,
+                             warmup_s=[w / 1e3 for w in warmup_ms], jitter_s=1e-3, gpus=gpus)
 
 
 def texts(ax):
@@ -295,7 +282,8 @@ def test_lr_sweep_has_a_log_rate_axis_rings_the_best_rate_and_marks_divergence_o
 def curve_result(label, losses, norms=(), status="ok", clip=None, extras=None):
     cfg = RunConfig(label=label, clip=clip, grad_norms=bool(norms), warmup_steps=1)
     return RunResult(config=cfg, status=status, warmup_losses=losses[:1], losses=losses[1:],
-                     grad_norms=norms, step_times_s=[0.01] * (len(losses) - 1), extras=extras or {})
+                     warmup_grad_norms=norms[:1], grad_norms=norms[1:], step_times_s=[0.01] * (len(losses) - 1),
+                     extras=extras or {})
 
 
 def test_grad_norm_curves_go_logarithmic_show_the_clip_and_mark_where_a_run_diverged():

@@ -1,5 +1,7 @@
-"""The command line: every knob is an option derived from KNOBS, errors name what is allowed,
-progress stays off pipes, report fails clearly on a missing or garbage file."""
+"""The command line (tfwb.cli: options, drawer, commands): every knob is an option derived from
+KNOBS, errors name what is allowed, the one drawer keeps progress off pipes, run calls its runner as
+runner(cfg, observers) and Ctrl-C ends it as interrupted, report skips and names lines that are not
+complete runs and fails clearly on a missing file. The sweep command is tested in test_sweeps.py."""
 import io
 import json
 import re
@@ -11,10 +13,13 @@ from pathlib import Path
 import pytest
 
 from tfwb import RunConfig, RunResult
-from tfwb.cli.commands import Progress, allowed_text, build_parser, default_text, main, option
+from tfwb.cli.commands import build_parser, main
+from tfwb.cli.drawer import Drawer
+from tfwb.cli.options import allowed_text, default_text, option
 from tfwb.config import KNOBS
+from tfwb.history import History
 from tfwb.knobs import markdown_table
-from tfwb.records import append_result, load_results
+from tfwb.observers import Dispatch, RunState, StepLog
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULTS = RunConfig(_check_workload=False)
@@ -54,18 +59,43 @@ def fake_result(cfg, ok=True):
                      examples_per_step=cfg.batch_size)
 
 
+def append_result(path, result):
+    History(path).append(result)
+
+
+def load_results(path):
+    history = History(path)
+    results = history.load()
+    assert history.skipped == []
+    return results
+
+
 class FakeRunner:
-    """``runner(cfg, progress=cb)``: calls progress after every step, records the configs."""
+    """``runner(cfg, observers)``: drives the observers step by step, records the configs.
 
-    def __init__(self, ok=True):
-        self.ok, self.configs = ok, []
+    ``sigint_at``: a real SIGINT to this process after that step (1-based), as Ctrl-C.
+    """
 
-    def __call__(self, cfg, progress=None):
+    def __init__(self, ok=True, sigint_at=None):
+        self.ok, self.sigint_at, self.configs, self.observers = ok, sigint_at, [], []
+
+    def __call__(self, cfg, observers=()):
+        import signal
+
         self.configs.append(cfg)
+        self.observers.append(list(observers))
         total = cfg.warmup_steps + cfg.steps
-        for done in range(1, total + 1):
-            if progress is not None:
-                progress(done, total)
+        state = RunState(config=cfg, log=StepLog(), clock=lambda: 0.0, total_steps=total,
+                         warmup_steps=cfg.warmup_steps)
+        hooks = Dispatch(observers)
+        for step in range(total):
+            state.log.times_s.append(0.01)
+            if step + 1 == self.sigint_at:
+                signal.raise_signal(signal.SIGINT)
+            hooks.call("on_step_end", state, step)
+            if state.stop_reason is not None:
+                return RunResult(config=cfg, status="interrupted" if state.interrupted else "ok",
+                                 stop_reason=state.stop_reason)
         return fake_result(cfg, self.ok)
 
 
@@ -220,18 +250,53 @@ def test_progress_flag_writes_plain_lines_off_a_terminal(capsys):
 
 def test_progress_on_a_terminal_rewrites_one_line():
     stream = io.StringIO()
-    bar = Progress(stream, "mine", warmup_steps=1, tty=True)
+    drawer = Drawer(stream, tty=True)
+    show = drawer.steps("mine", warmup_steps=1)
     for done in range(1, 4):
-        bar(done, 3)
-    bar.close()
+        show(done, 3)
+    drawer.close()
+    drawer.close()                                     # a second close adds nothing
     text = stream.getvalue()
     assert text == "\rmine: step 1/3 (warm-up)\rmine: step 2/3          \rmine: step 3/3\n"
 
 
 def test_progress_close_without_steps_writes_nothing():
     stream = io.StringIO()
-    Progress(stream, "mine", warmup_steps=0, tty=True).close()
+    Drawer(stream, tty=True).close()
     assert stream.getvalue() == ""
+
+
+def test_the_drawer_reaches_the_terminal_while_a_run_holds_back_descriptor_2(tmp_path, monkeypatch):
+    import os
+
+    from tfwb.cli.drawer import stderr_for_drawing
+
+    terminal = open(tmp_path / "terminal", "w")
+    monkeypatch.setattr(sys, "stderr", terminal)
+    with stderr_for_drawing() as err:
+        held = os.open(tmp_path / "held", os.O_WRONLY | os.O_CREAT)
+        os.dup2(held, terminal.fileno())                # what the runner's capture does to fd 2
+        os.close(held)
+        Drawer(err, tty=False).draw("mine: step 1/2", log=True)
+    terminal.close()
+    assert (tmp_path / "terminal").read_text() == "mine: step 1/2\n"
+    assert (tmp_path / "held").read_text() == ""
+
+
+def test_run_calls_its_runner_with_observers_and_ctrl_c_ends_the_run_interrupted(tmp_path, capsys):
+    import signal
+
+    handler = signal.getsignal(signal.SIGINT)
+    path = tmp_path / "h.jsonl"
+    runner = FakeRunner(sigint_at=3)
+    assert main(["run", "--steps", "20", "--warmup-steps", "1", "--history", str(path)], runner=runner) == 130
+    assert [type(o).__name__ for o in runner.observers[0]] == ["StopFlag"]   # no --progress: no counter
+    (saved,) = History(path).load()
+    assert saved.status == "interrupted" and "Ctrl-C" in saved.stop_reason
+    assert signal.getsignal(signal.SIGINT) is handler   # the bridge is disarmed
+    runner = FakeRunner()
+    assert main(["run", "--steps", "2", "--progress"], runner=runner) == 0
+    assert [type(o).__name__ for o in runner.observers[0]] == ["Progress", "StopFlag"]
 
 
 # -- knobs ------------------------------------------------------------------------------------
@@ -296,15 +361,26 @@ def test_report_of_an_empty_file_says_no_runs(tmp_path, capsys):
     assert capsys.readouterr().out.strip() == "No runs yet."
 
 
-def test_report_garbage_names_file_and_line_without_traceback(tmp_path):
+def test_report_skips_and_names_a_garbage_or_torn_line_and_keeps_every_run(tmp_path):
     path = tmp_path / "h.jsonl"
     append_result(path, RunResult(config=RunConfig(), step_times_s=[0.1], examples_per_step=8))
     with open(path, "a", encoding="utf-8") as fh:
         fh.write("this is not a result\n")
+    append_result(path, RunResult(config=RunConfig(label="third"), step_times_s=[0.1], examples_per_step=8))
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write('{"config": {"batch')                    # a write cut short
     proc = python_m_tfwb("report", str(path))
-    assert proc.returncode == 1
-    assert f"{path}, line 2: not a RunResult" in proc.stderr
-    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert proc.returncode == 0, proc.stderr
+    assert f"{path}, line 2 skipped" in proc.stderr and f"{path}, line 4 skipped: cut short" in proc.stderr
+    assert "third" in proc.stdout and "Traceback" not in proc.stderr
+
+
+def test_report_of_a_file_with_no_complete_run_fails(tmp_path, capsys):
+    path = tmp_path / "notes.txt"
+    path.write_text("hello\nworld\n")
+    assert main(["report", str(path)]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and "line 1 skipped" in err and "holds no complete run" in err
 
 
 @pytest.mark.parametrize("what", ["missing", "folder"])

@@ -23,7 +23,8 @@ import uuid
 import pytest
 
 from tfwb import RunConfig, tfconfig
-from tfwb.records import RunResult, append_result, load_results
+from tfwb.history import append_result, load_results
+from tfwb.records import RunResult
 
 #: The largest difference allowed between per-step losses of one device and of two replicas or
 #: two workers. They train on the same global batches; only the order of float32 sums differs
@@ -112,7 +113,7 @@ def test_workers_knob_bounds(workers):
 tf = pytest.importorskip("tensorflow")
 import tfwb.tf.cluster.parent as cluster  # noqa: E402
 import tfwb.tf.cluster.worker as worker  # noqa: E402
-import tfwb.tf.runner.train as train  # noqa: E402
+from tfwb.tf.run import run  # noqa: E402
 from tfwb.observers import Observer  # noqa: E402
 from tfwb.workloads import register_workload, unregister_workload  # noqa: E402
 
@@ -128,13 +129,13 @@ def children() -> list:
 def test_more_workers_than_cores_fails_before_any_process_starts():
     cores = len(os.sched_getaffinity(0))
     before = children()
-    r = train.run(small(strategy="multi_worker", workers=cores + 1))
+    r = run(small(strategy="multi_worker", workers=cores + 1))
     assert r.status == "failed" and r.replicas is None
     assert f"workers={cores + 1} is more than this machine can host" in r.error
     assert f"use workers <= {cores}" in r.error
     assert children() == before
     with pytest.raises(ValueError):
-        train.run(small(strategy="multi_worker", workers=cores + 1), raise_errors=True)
+        run(small(strategy="multi_worker", workers=cores + 1), raise_errors=True)
 
 
 @pytest.mark.tf
@@ -157,7 +158,7 @@ def test_placement_gives_each_worker_its_own_cores_and_gpus(monkeypatch):
 @pytest.mark.tf
 def test_more_mirrored_replicas_than_cores_is_an_error_not_a_cut():
     cores = len(os.sched_getaffinity(0))
-    r = train.run(small(strategy="mirrored", replicas=cores + 1))
+    r = run(small(strategy="mirrored", replicas=cores + 1))
     assert r.status == "failed" and not r.step_times_s
     assert f"replicas={cores + 1} is more than this machine can host" in r.error
 
@@ -166,13 +167,13 @@ def test_more_mirrored_replicas_than_cores_is_an_error_not_a_cut():
 def test_unreachable_workload_dataset_and_uneven_batch_are_refused():
     register_workload("test-cluster-lambda", model_fn=lambda cfg: None, data_fn=lambda cfg: None)
     try:
-        r = train.run(small(workload="test-cluster-lambda", strategy="multi_worker"))
+        r = run(small(workload="test-cluster-lambda", strategy="multi_worker"))
     finally:
         unregister_workload("test-cluster-lambda")
     assert r.status == "failed" and "'module:attribute' strings" in r.error
-    r = train.run(small(strategy="multi_worker"), dataset=tf.data.Dataset.range(3))
+    r = run(small(strategy="multi_worker"), dataset=tf.data.Dataset.range(3))
     assert r.status == "failed" and "dataset object does not cross processes" in r.error
-    r = train.run(small(strategy="multi_worker", batch_size=63))
+    r = run(small(strategy="multi_worker", batch_size=63))
     assert r.status == "failed" and "batch_size=63 must be a multiple of the 2 replicas" in r.error
 
 
@@ -209,9 +210,9 @@ def test_inside_a_worker_multi_worker_is_a_clear_error():
         from tfwb import RunConfig
         import tfwb.tf.cluster.parent as cluster, tfwb.tf.runner.train as train
         cfg = RunConfig(workload="mlp", size="small", strategy="multi_worker", steps=1, warmup_steps=0)
-        r = cluster.run_local_cluster(cfg)
+        r = cluster.run_cluster(cfg)
         print("CLUSTER", r.status, r.error)
-        r = train.run(cfg)
+        r = train.run_process(cfg)
         print("RUN", r.status, r.error)
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -236,7 +237,7 @@ def test_a_port_taken_under_the_cluster_is_retried_then_a_clear_error(monkeypatc
             return real_local(n, ports=[taken, *tfconfig.free_ports(n - 1)], **kw)
 
         monkeypatch.setattr(tfconfig, "local", always_taken)
-        r = train.run(small(strategy="multi_worker"))
+        r = run(small(strategy="multi_worker"))
     assert len(tries) == cluster.PORT_ATTEMPTS
     assert r.status == "failed" and "every try to start the cluster found a chosen port taken" in r.error
     assert f"port {taken}" in r.error and "already in use" in r.error, r.error
@@ -246,9 +247,9 @@ def test_a_port_taken_under_the_cluster_is_retried_then_a_clear_error(monkeypatc
 # -- correctness: the same losses on one device, two replicas and two workers ----------------------------
 @pytest.mark.tf
 def test_mirrored_and_multi_worker_match_one_device_step_for_step():
-    one = train.run(small(strategy="default"))
-    two = train.run(small(strategy="mirrored", replicas=2))
-    cl = train.run(small(strategy="multi_worker", workers=2))
+    one = run(small(strategy="default"))
+    two = run(small(strategy="mirrored", replicas=2))
+    cl = run(small(strategy="multi_worker", workers=2))
     for r in (one, two, cl):
         assert r.status == "ok", r.error
     assert (one.replicas, two.replicas, cl.replicas) == (1, 2, 2)
@@ -274,7 +275,7 @@ def test_mirrored_and_multi_worker_match_one_device_step_for_step():
 @pytest.mark.tf
 @pytest.mark.slow
 def test_parameter_server_trains_keras_3_on_a_local_chief_workers_and_ps():
-    r = train.run(small(strategy="parameter_server", workers=2, steps=8))
+    r = run(small(strategy="parameter_server", workers=2, steps=8))
     assert r.status == "ok", r.error
     assert len(r.losses) == 8 and all(0 < v < 10 for v in r.losses)
     assert r.replicas == 1 and r.extras["distribution"]["workers"] == 2
@@ -305,7 +306,7 @@ def test_a_worker_killed_mid_run_fails_the_run_at_once_and_leaves_nothing(tmp_pa
     earlier = RunResult(config=small(), step_times_s=[0.01], losses=[1.0], examples_per_step=64)
     append_result(history, earlier)
     saboteur = Saboteur(signal.SIGKILL)
-    r = train.run(small(strategy="multi_worker", steps=2000), observers=[saboteur])
+    r = run(small(strategy="multi_worker", steps=2000), observers=[saboteur])
     seen_after_s = time.perf_counter() - saboteur.sent_at
     append_result(history, r)
     assert r.status == "failed", r.error
@@ -321,11 +322,33 @@ def test_a_worker_killed_mid_run_fails_the_run_at_once_and_leaves_nothing(tmp_pa
 @pytest.mark.tf
 @pytest.mark.slow
 def test_a_hung_worker_fails_the_run_after_the_step_timeout():
-    r = cluster.run_local_cluster(small(strategy="multi_worker", steps=2000),
-                                  observers=[Saboteur(signal.SIGSTOP)], step_timeout_s=5)
+    r = cluster.run_cluster(small(strategy="multi_worker", steps=2000), [Saboteur(signal.SIGSTOP)],
+                            step_timeout_s=5)
     assert r.status == "failed", r.error
     assert "reported no step for step_timeout_s=5 s" in r.error
     assert "worker 1 (pid" in r.error and "is stopped" in r.error, r.error
+    assert_cluster_gone(r)
+
+
+class StopAt(Observer):
+    """A user's Stop at call ``step``: the same request the Workbench's Stop button makes."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_step_end(self, run, step):
+        if step == self.step:
+            run.request_stop("stopped by the user (Stop button)", interrupted=True)
+
+
+@pytest.mark.tf
+def test_a_users_stop_ends_every_worker_and_the_run_is_interrupted_with_its_steps():
+    r = cluster.run_cluster(small(strategy="multi_worker", steps=2000, warmup_steps=1), [StopAt(3)])
+    assert r.status == "interrupted", r.error
+    assert r.stop_reason == "stopped by the user (Stop button)"
+    assert r.error == "stopped by the user (Stop button) after 4 of 2001 steps"
+    assert len(r.warmup_times_s) == 1 and len(r.step_times_s) == 3 == len(r.losses)
+    assert any("every worker process was stopped" in n for n in r.notes), r.notes
     assert_cluster_gone(r)
 
 
@@ -336,10 +359,12 @@ def test_ctrl_c_while_the_cluster_starts_stops_every_worker():
     timer = threading.Timer(1.5, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
     try:
-        r = train.run(small(strategy="multi_worker"))
+        r = run(small(strategy="multi_worker"))
     finally:
         timer.cancel()
-    assert r.status == "interrupted" and "every worker process was stopped" in r.error
+    assert r.status == "interrupted" and r.stop_reason == "interrupted by the user"
+    assert r.error.startswith("interrupted by the user after 0 of ")
+    assert any("every worker process was stopped" in n for n in r.notes), r.notes
     assert_cluster_gone(r)
 
 

@@ -1,6 +1,5 @@
-"""tfwb.ui.controls (a control per knob kind) and tfwb.ui.interrupt (SIGINT -> stop, as in a kernel)."""
+"""tfwb.ui.controls: a control per knob kind (the SIGINT bridge is tested in test_interrupts.py)."""
 import html
-import signal
 
 import ipywidgets as W
 import pytest
@@ -8,7 +7,6 @@ import pytest
 from tfwb.config import KNOBS
 from tfwb.knobs import GROUPS, Knob
 from tfwb.ui import controls as C
-from tfwb.ui import interrupt
 
 
 @pytest.mark.parametrize("knob, value, control, widget", [
@@ -102,77 +100,3 @@ def test_walk_visits_every_descendant():
     leaf = W.Checkbox()
     box = W.VBox([W.HBox([W.Label("a"), leaf]), W.HTML("b")])
     assert leaf in C.walk(box) and len(C.walk(box)) == 5
-
-
-# -- the SIGINT bridge, with a stand-in for the kernel's event loop ----------------------------
-
-class FakeLoop:
-    """Collects callbacks the way the kernel's io_loop would run them between messages."""
-
-    def __init__(self):
-        self.soon, self.later = [], []
-
-    def add_callback(self, fn):
-        self.soon.append(fn)
-
-    def call_later(self, delay, fn):
-        self.later.append(fn)
-
-    def run(self):
-        while self.soon or self.later:
-            fns, self.soon, self.later = self.soon + self.later, [], []
-            for fn in fns:
-                fn()
-
-
-@pytest.fixture
-def kernel(monkeypatch):
-    loop = FakeLoop()
-    monkeypatch.setattr(interrupt, "kernel_loop", lambda: loop)
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)      # what ipykernel leaves between messages
-    yield loop
-    signal.signal(signal.SIGINT, previous)
-
-
-def test_bridge_installs_between_messages_and_restores_the_kernels_handler(kernel):
-    hits = []
-    bridge = interrupt.InterruptBridge(lambda: hits.append(1))
-    bridge.arm()
-    assert not bridge.installed                  # only from the loop, never inside a handler
-    kernel.run()
-    assert bridge.installed
-    signal.getsignal(signal.SIGINT)(signal.SIGINT, None)
-    assert hits == [1]                           # SIG_IGN before: nothing chained, nothing raised
-    bridge.disarm()
-    kernel.run()
-    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-
-
-def test_bridge_waits_while_a_kernel_message_handler_holds_sigint(kernel):
-    bridge = interrupt.InterruptBridge(lambda: None)
-    signal.signal(signal.SIGINT, signal.default_int_handler)      # ipykernel's pre_handler_hook
-    bridge.arm()
-    kernel.soon.pop()()
-    assert not bridge.installed and len(kernel.later) == 1         # retried, not stolen
-    signal.signal(signal.SIGINT, signal.SIG_IGN)                   # post_handler_hook
-    kernel.run()
-    assert bridge.installed
-    bridge.disarm()
-    kernel.run()
-    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-
-
-def test_a_disarmed_bridge_does_not_call_back():
-    hits, chained = [], []
-    previous = signal.signal(signal.SIGINT, lambda s, f: chained.append(s))
-    try:
-        bridge = interrupt.InterruptBridge(lambda: hits.append(1))
-        bridge.arm()                                                # main thread, no kernel: at once
-        handler = signal.getsignal(signal.SIGINT)
-        bridge._armed = False                                       # the run ended; not uninstalled yet
-        handler(signal.SIGINT, None)
-        assert hits == [] and chained == [signal.SIGINT]
-        bridge.disarm()
-        assert signal.getsignal(signal.SIGINT) is not handler
-    finally:
-        signal.signal(signal.SIGINT, previous)

@@ -15,7 +15,7 @@ import keras  # noqa: E402
 
 from tfwb.tf.lab import convergence as cv  # noqa: E402
 from tfwb.tf.runner import train  # noqa: E402
-from tfwb.workloads import register_workload, unregister_workload  # noqa: E402
+from fakes import registered, tiny_data  # noqa: E402
 
 pytestmark = pytest.mark.tf
 
@@ -24,29 +24,14 @@ BIG = "test-convergence-big-inputs"
 DEAD = "test-convergence-unused-layer"
 
 
-def tiny_model(cfg):
-    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(16, activation="relu"),
-                             keras.layers.Dense(8, activation="relu"), keras.layers.Dense(3, dtype="float32")])
-
-
-def tiny_data(cfg):
-    rng = np.random.default_rng(cfg.seed)
-    x = rng.normal(size=(512, 4)).astype("float32")
-    y = (x[:, 0] > 0).astype("int32") + (x[:, 1] > 0).astype("int32")
-    return tf.data.Dataset.from_tensor_slices((x, y))
-
-
 def big_data(cfg):                                   # inputs 1000x larger: SGD at a high rate blows up
     return tiny_data(cfg).map(lambda x, y: (x * 1000.0, y))
 
 
 @pytest.fixture(scope="module", autouse=True)
-def workloads(tmp_path_factory):
-    register_workload(TINY, model_fn=tiny_model, data_fn=tiny_data)
-    register_workload(BIG, model_fn=tiny_model, data_fn=big_data)
-    yield
-    for name in (TINY, BIG):
-        unregister_workload(name)
+def workloads():
+    with registered(TINY), registered(BIG, data_fn=big_data):    # the shared tiny workload (tests/fakes.py)
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -198,7 +183,7 @@ def test_each_rate_of_a_sweep_trains_exactly_as_a_fresh_run_with_that_rate():
     cfg = tiny(optimizer="momentum", steps=12, warmup_steps=0)
     sweep = cv.lr_sweep(cfg, [0.3, 0.01], steps=12, tail=4)
     for rate, curve in zip(sweep.rates, sweep.curves):
-        fresh = train.run(cfg.replace(learning_rate=rate))
+        fresh = train.run_process(cfg.replace(learning_rate=rate))
         np.testing.assert_allclose(curve, fresh.losses, rtol=1e-5)
     assert sweep.final_losses[1] == pytest.approx(np.median(sweep.curves[1][-4:]))
     assert sweep.first_loss == pytest.approx(sweep.curves[0][0])
@@ -212,7 +197,7 @@ def test_a_rate_that_diverges_is_marked_and_the_next_rate_starts_clean():
     assert sweep.diverged_at[0] is not None and sweep.final_losses[0] is None
     assert not math.isfinite(sweep.curves[0][-1]) and len(sweep.curves[0]) == sweep.diverged_at[0]
     assert sweep.diverged_rates == (10.0,) and sweep.best_rate == 1e-4
-    fresh = train.run(cfg.replace(learning_rate=1e-4))
+    fresh = train.run_process(cfg.replace(learning_rate=1e-4))
     np.testing.assert_allclose(sweep.curves[1], fresh.losses, rtol=1e-5)
     assert sweep.rows()[0][1].startswith("diverged at step")
 

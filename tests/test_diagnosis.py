@@ -5,7 +5,7 @@ import pytest
 
 from tfwb.config import RunConfig
 from tfwb.diagnosis import FAILED, INPUT_HIGH, INPUT_MODERATE, NO_DATA, NO_INPUT_DATA, NOT_INPUT, diagnose, expectations, input_verdict
-from tfwb.hardware import DESCRIBED
+from tfwb.hardware import DESCRIBED, Machine
 from tfwb.records import RunResult, Sample
 
 INPUT_KNOBS = ("prefetch", "parallel_map", "interleave", "cache")
@@ -105,7 +105,7 @@ def test_no_steps_and_no_input_data():
 MACHINES = tuple(DESCRIBED)
 NO_GPU = DESCRIBED["cpu-2core-avx512-bf16"]
 T4 = DESCRIBED["colab-t4"]
-P4 = {"gpus": [{"name": "Tesla P4", "compute_capability": (6, 1)}], "cpu_flags": (), "tpu": False}
+P4 = Machine.of({"gpus": [{"index": 0, "name": "Tesla P4", "compute_capability": (6, 1)}]})
 A100 = DESCRIBED["a100"]
 
 
@@ -113,7 +113,7 @@ A100 = DESCRIBED["a100"]
 def test_defaults_have_no_expectations_except_a_tpu_left_idle(machine):
     hw = DESCRIBED[machine]
     lines = expectations(RunConfig(), hw)
-    if hw["tpu"]:
+    if hw.tpu:
         assert lines == ("strategy='default' on a TPU machine: the step runs on the host CPU, not the "
                          "TPU; pick strategy='tpu'.",)
     else:
@@ -124,15 +124,15 @@ def test_defaults_have_no_expectations_except_a_tpu_left_idle(machine):
 @pytest.mark.parametrize("machine", MACHINES)
 def test_one_sentence_per_hardware_knob_on_every_machine(machine):
     hw = DESCRIBED[machine]
-    strategy = "tpu" if hw["tpu"] else "default"
+    strategy = "tpu" if hw.tpu else "default"
     cfg = RunConfig(mixed_precision="mixed_float16", jit_compile=True, steps_per_execution=4, strategy=strategy)
     lines = expectations(cfg, hw)
     assert [line.split("=")[0] for line in lines] == ["mixed_precision", "jit_compile",
-                                                      "steps_per_execution"] + (["strategy"] if hw["tpu"] else [])
+                                                      "steps_per_execution"] + (["strategy"] if hw.tpu else [])
     for line in lines:
         assert line.endswith(".") and " on " in line
-        assert "Tensor Cores" not in line or hw["gpus"], f"a GPU sentence on a machine without one: {line}"
-        assert "CPU" not in line.split(":")[0] or not hw["gpus"], f"a CPU sentence on a GPU machine: {line}"
+        assert "Tensor Cores" not in line or hw.gpus, f"a GPU sentence on a machine without one: {line}"
+        assert "CPU" not in line.split(":")[0] or not hw.gpus, f"a CPU sentence on a GPU machine: {line}"
 
 
 def test_mixed_float16_sentences():
@@ -143,7 +143,7 @@ def test_mixed_float16_sentences():
     assert "Tensor Cores" in t4
     (p4,) = expectations(RunConfig(mixed_precision="mixed_float16"), P4)
     assert "not faster than float32" in p4 and "no Tensor Cores" in p4
-    (best,) = expectations(RunConfig(mixed_precision="mixed_float16"), {"gpus": P4["gpus"] + T4["gpus"]})
+    (best,) = expectations(RunConfig(mixed_precision="mixed_float16"), {"gpus": P4.gpus + T4.gpus})
     assert "compute capability 7.5" in best
 
 
@@ -175,7 +175,7 @@ def test_mirrored_and_xla_expectations():
     lines = expectations(RunConfig(strategy="mirrored", jit_compile=True), NO_GPU)
     assert lines[0].startswith("jit_compile=True on this CPU (2 cores, AVX-512, BF16): not faster")
     assert lines[1].startswith("strategy='mirrored' on this CPU (2 cores, AVX-512, BF16): slower")
-    two = {"gpus": A100["gpus"] * 2}
+    two = {"gpus": A100.gpus * 2}
     xla, mirrored = expectations(RunConfig(strategy="mirrored", jit_compile=True), two)
     assert xla.startswith("jit_compile=True on 2x NVIDIA A100-SXM4-40GB (compute capability 8.0): not slower")
     assert mirrored.startswith("strategy='mirrored' on 2x NVIDIA A100-SXM4-40GB (compute capability 8.0): "

@@ -165,7 +165,7 @@ def test_parallel_map_exceptions():
     gen = RunConfig(data_source="generator")
     assert "GIL" in expected_for(hw, "parallel_map", True, gen, bound="input").why
     assert expected_for(hw, "parallel_map", True, gen, bound="input").direction == NOT_SLOWER
-    one_core = dict(DESCRIBED["binder-2core-avx2"], cpu_count=1)
+    one_core = DESCRIBED["binder-2core-avx2"].replace(cpu_count=1)
     assert expected_for(one_core, "parallel_map", True, bound="input").direction == NOT_SLOWER
     assert expected_for(hw, "data_source", "memory", gen, bound="input").than == "data_source='generator'"
 

@@ -1,6 +1,7 @@
 """Tests of tfwb.hardware: cpuinfo parsing, environment and TPU checks, describe(), detect()."""
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import pytest
@@ -103,20 +104,25 @@ def test_describe_gpus_tpu_and_unknowns():
     assert hardware.describe(mixed) == "2 CPU cores (Intel Xeon), 24 GiB RAM, 2× A + B, local"
 
 
-KEYS = {"cpu_count", "cpu_model", "cpu_flags", "memory_total_mib", "gpus", "tpu", "environment",
-        "python", "platform"}
-
-
-def test_described_machines_have_detects_shape():
+def test_described_machines_are_machine_records():
     assert set(hardware.DESCRIBED) == {"binder-2core-avx2", "cpu-2core-avx512-bf16", "cpu-2core-avx512-amx",
                                        "colab-t4", "a100", "h100", "tpu-vm"}
     for name, hw in hardware.DESCRIBED.items():
-        assert set(hw) == KEYS, name
-        assert isinstance(hw["cpu_flags"], tuple) and list(hw["cpu_flags"]) == sorted(set(hw["cpu_flags"]))
-        for gpu in hw["gpus"]:
-            assert set(gpu) == {"index", "name", "memory_total_mib", "compute_capability"}, name
-            assert isinstance(gpu["compute_capability"], tuple) and len(gpu["compute_capability"]) == 2
-        assert hw["environment"] in ("colab", "kaggle", "binder", "local")
+        assert isinstance(hw, hardware.Machine), name
+        assert list(hw.cpu_flags) == sorted(set(hw.cpu_flags)), name
+        for gpu in hw.gpus:
+            assert isinstance(gpu, hardware.Gpu) and len(gpu.compute_capability) == 2, name
+        assert hw.environment in ("colab", "kaggle", "binder", "local")
+        assert hardware.Machine.of(hw.to_dict()) == hw          # JSON round trip (fingerprints)
+
+
+def test_machine_of_takes_a_partial_mapping_and_refuses_other_values():
+    m = hardware.Machine.of({"gpus": [{"index": 0, "name": "Tesla T4", "compute_capability": [7, 5]}]})
+    assert m.gpus[0].compute_capability == (7, 5) and m.compute_capability == (7, 5) and m.cpu_count is None
+    assert hardware.Machine.of({}) == hardware.Machine() == hardware.Machine.of(None)
+    assert m.replace(gpus=()).gpus == ()
+    with pytest.raises(ValueError, match="hardware=42 is not allowed"):
+        hardware.Machine.of(42)
 
 
 @pytest.mark.parametrize("name, line", [
@@ -134,19 +140,20 @@ def test_describe_the_described_machines(name, line):
 
 def test_detect_on_this_machine_has_every_key_and_no_tensorflow():
     hw = hardware.detect(refresh=True)
-    assert set(hw) == KEYS
-    assert hw["cpu_count"] >= 1 and isinstance(hw["cpu_flags"], tuple)
-    assert hw["memory_total_mib"] > 100
-    assert hardware.describe(hw).endswith(hw["environment"])
+    assert isinstance(hw, hardware.Machine)
+    assert hw.cpu_count >= 1 and isinstance(hw.cpu_flags, tuple)
+    assert hw.memory_total_mib > 100
+    assert hardware.describe(hw).endswith(hw.environment)
 
 
 def test_detect_is_cached_returns_copies_and_refreshes(monkeypatch):
     calls = []
     monkeypatch.setattr(hardware.nvml, "gpu_info", lambda nvml=None: calls.append(1) or [])
     first = hardware.detect(refresh=True)
-    first["gpus"].append("mutated")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.gpus = ("mutated",)                            # immutable: the cache cannot be changed
     second = hardware.detect()
-    assert len(calls) == 1 and second["gpus"] == []
+    assert len(calls) == 1 and second.gpus == () and second is first
     hardware.detect(refresh=True)
     assert len(calls) == 2
     monkeypatch.undo()
@@ -160,8 +167,8 @@ def test_detect_without_proc_cpuinfo_psutil_or_nvml(monkeypatch):
     monkeypatch.setitem(sys.modules, "psutil", None)
     monkeypatch.setitem(sys.modules, "pynvml", None)
     hw = hardware.detect(refresh=True)
-    assert hw["cpu_flags"] == () and hw["memory_total_mib"] is None and hw["gpus"] == []
-    assert hw["cpu_model"] is None or isinstance(hw["cpu_model"], str)
+    assert hw.cpu_flags == () and hw.memory_total_mib is None and hw.gpus == ()
+    assert hw.cpu_model is None or isinstance(hw.cpu_model, str)
     monkeypatch.undo()
     hardware.detect(refresh=True)  # leave a real answer in the cache for other tests
 
@@ -169,8 +176,8 @@ def test_detect_without_proc_cpuinfo_psutil_or_nvml(monkeypatch):
 def test_detect_lists_gpus_from_nvml(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", fake_nvml("one GPU failing"))
     hw = hardware.detect(refresh=True)
-    assert [(g["index"], g["compute_capability"]) for g in hw["gpus"]] == [(0, (9, 0)), (1, None)]
-    assert hw["tpu"] is False
+    assert [(g.index, g.compute_capability) for g in hw.gpus] == [(0, (9, 0)), (1, None)]
+    assert hw.tpu is False
     assert "2× NVIDIA H100 80GB HBM3 (80 GiB)" in hardware.describe(hw)
     monkeypatch.undo()
     hardware.detect(refresh=True)

@@ -18,7 +18,7 @@ import pytest
 
 import tfwb.monitor
 from tfwb.monitor import NvmlProbe, PsutilProbe, Sampler, default_probes, driver_version, gpu_info, nvml_available, sampler_threads
-from tfwb.monitor import nvml as nvml_module
+from tfwb import nvml as nvml_module
 from tfwb.monitor.fakes import FakeProbe, fake_nvml
 from tfwb.monitor import probes as probes_module
 from tfwb.monitor import sampler as sampler_module

@@ -107,7 +107,25 @@ def test_stop_flag_set_from_another_thread_stops_after_the_current_step():
     t.start()
     t.join()
     flag.on_step_end(s, 1)
-    assert s.stop_reason == "stopped by the user"
+    assert s.stop_reason == "stopped by the user" and not s.interrupted
+
+
+def test_stop_flag_set_as_an_interrupt_says_so_once_with_its_reason():
+    s, flag = state(), StopFlag()
+    flag.set("interrupted by the user", interrupted=True)
+    flag.set("a later, different stop")                 # the first request wins
+    assert flag.is_set and flag.interrupted
+    flag.on_step_end(s, 0)
+    assert s.stop_reason == "interrupted by the user" and s.interrupted
+    flag.clear()
+    assert not flag.is_set and not flag.interrupted
+
+
+def test_request_stop_keeps_the_first_request():
+    s = state()
+    s.request_stop("target reached")
+    s.request_stop("interrupted by the user", interrupted=True)
+    assert s.stop_reason == "target reached" and not s.interrupted
 
 
 # -- with TensorFlow: real tiny runs ---------------------------------------------------------------------
@@ -139,7 +157,7 @@ def tiny_workload():
 
 @pytest.mark.tf
 def test_a_run_stops_at_the_target_loss_and_says_when(tiny_workload):
-    from tfwb.tf.runner.train import run
+    from tfwb.tf.run import run
 
     r = run(tiny_workload, observers=[StopAtLoss(10.0)])      # any finite loss is below 10
     assert r.status == "ok" and len(r.step_times_s) == 1
@@ -150,7 +168,7 @@ def test_a_run_stops_at_the_target_loss_and_says_when(tiny_workload):
 def test_observers_see_the_model_being_trained(tiny_workload):
     import keras
 
-    from tfwb.tf.runner.train import run
+    from tfwb.tf.run import run
 
     class Watch(Observer):
         def on_run_start(self, run):
@@ -168,7 +186,7 @@ def test_observers_see_the_model_being_trained(tiny_workload):
 
 @pytest.mark.tf
 def test_an_observer_that_fails_at_the_end_leaves_the_result_and_adds_a_note(tiny_workload):
-    from tfwb.tf.runner.train import run
+    from tfwb.tf.run import run
 
     class Broken(Observer):
         def on_run_end(self, run):
@@ -181,7 +199,7 @@ def test_an_observer_that_fails_at_the_end_leaves_the_result_and_adds_a_note(tin
 @pytest.mark.tf
 def test_profile_window_captures_only_steps_after_warm_up(tiny_workload, tmp_path):
     from tfwb.tf.lab.profiler import ProfileWindow, xplane_files
-    from tfwb.tf.runner.train import run
+    from tfwb.tf.run import run
 
     window = ProfileWindow(str(tmp_path), steps=3, skip=1)
     r = run(tiny_workload.replace(steps=6, warmup_steps=2), observers=[window])
@@ -206,7 +224,7 @@ def test_tensorboard_scalars_are_written_after_the_run_and_read_back(tiny_worklo
     import tensorflow as tf
 
     from tfwb.tf.lab.tensorboard import Scalars
-    from tfwb.tf.runner.train import run
+    from tfwb.tf.run import run
 
     r = run(tiny_workload.replace(steps=4, label="tb"), observers=[Scalars(str(tmp_path))])
     assert r.ok and r.extras.get("tensorboard") == os.path.join(str(tmp_path), "tb"), r.notes

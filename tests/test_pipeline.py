@@ -6,7 +6,6 @@ import gc
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ import tensorflow as tf  # noqa: E402
 
 import tfwb  # noqa: E402
 from tfwb.config import RunConfig  # noqa: E402
-from tfwb.records import load_results  # noqa: E402
+from tfwb.history import load_results  # noqa: E402
 from tfwb.tf.lab import autotune, guide  # noqa: E402
 from tfwb.tf.workloads import image_files as images
 import tfwb.tf.runner.pipeline as tfdata  # noqa: E402
@@ -236,21 +235,6 @@ def test_workbench_refuses_bad_values_before_running(data_dir, tmp_path):
     assert wb.results == [] and not (tmp_path / "runs.jsonl").exists()
 
 
-def test_data_deleted_between_runs(data_dir):
-    first = tfwb.run(cfg())
-    files = images.ensure_images("small", 0)
-    shutil.rmtree(os.path.dirname(files.shard_paths[5][0]))          # part of the data vanishes
-    second = tfwb.run(cfg())
-    assert first.ok and not second.ok
-    assert "FileNotFoundError" in second.error and str(files.root) in second.error
-    assert "delete" in second.error and "TFWB_DATA_DIR" in second.error
-    assert first.ok and len(first.step_times_s) == 3
-    shutil.rmtree(files.root)                                         # the whole folder vanishes
-    third = tfwb.run(cfg())
-    assert third.ok, third.error                                      # regenerated, same data
-    assert images.ensure_images("small", 0).labels == files.labels
-
-
 def test_files_removed_during_a_run_fail_it_with_advice(data_dir):
     files = images.ensure_images("small", 0)
     ds = build(cfg())
@@ -261,12 +245,12 @@ def test_files_removed_during_a_run_fail_it_with_advice(data_dir):
 
 
 # -- autotune helpers ----------------------------------------------------------------------------------------
-def test_sweep_reports_each_value_and_refuses_unknown_settings(data_dir):
-    rows = autotune.sweep(cfg(parallel_map=True), "map_parallel_calls", [1, None], batches=3, warmup=1)
+def test_scan_reports_each_value_and_refuses_unknown_settings(data_dir):
+    rows = autotune.scan(cfg(parallel_map=True), "map_parallel_calls", [1, None], batches=3, warmup=1)
     assert [r["label"] for r in rows] == ["1", "AUTOTUNE"]
     assert all(r["examples_per_s"] > 0 for r in rows)
     with pytest.raises(ValueError, match="setting='threads'"):
-        autotune.sweep(cfg(), "threads", [1])
+        autotune.scan(cfg(), "threads", [1])
 
 
 def test_train_on_times_any_dataset_like_run(data_dir):

@@ -113,7 +113,7 @@ def test_scale_labels_and_the_underflow_record():
     (dict(checkpoints=(1.5,)), "ints >= 0"),
 ])
 def test_underflow_rejects_bad_arguments_before_any_work(kwargs, match, monkeypatch):
-    monkeypatch.setattr(train, "prepared", lambda *a, **k: pytest.fail("work started"))
+    monkeypatch.setattr(precision, "prepared", lambda *a, **k: pytest.fail("work started"))
     args = dict(checkpoints=(0,), **kwargs) if "checkpoints" not in kwargs else kwargs
     with pytest.raises(ValueError, match=re.escape(match)):
         underflow_during(RunConfig(workload=TINY_LOSS, batch_size=8), **args)
@@ -248,14 +248,14 @@ def test_the_default_check_runs_and_treats_only_oom_as_too_large(monkeypatch):
             raise tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor")
         return None
 
-    monkeypatch.setattr(train, "run", fake_run)
+    monkeypatch.setattr(precision, "run", fake_run)
     r = largest_batch(RunConfig(workload="text", batch_size=64), device="gpu", tolerance=0, steps=2)
     assert r.batch_size == 256 and seen[0] == (64, 2, 1)
 
     def broken_run(cfg, **_):
         raise ValueError("a bug, not memory")
 
-    monkeypatch.setattr(train, "run", broken_run)
+    monkeypatch.setattr(precision, "run", broken_run)
     with pytest.raises(ValueError, match="a bug, not memory"):
         largest_batch(RunConfig(workload="text"), device="gpu")
 
@@ -281,7 +281,7 @@ def test_mixed_float16_with_the_tpu_strategy_is_refused_before_connecting():
 
 def test_a_run_with_that_combination_fails_with_the_message_and_restores_the_policy():
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    r = train.run(RunConfig(workload="text", strategy="tpu", mixed_precision="mixed_float16", steps=1,
+    r = train.run_process(RunConfig(workload="text", strategy="tpu", mixed_precision="mixed_float16", steps=1,
                             warmup_steps=0, sample_interval_s=0.05))
     assert r.status == "failed" and not r.step_times_s and r.setup_s == 0.0
     assert r.error.startswith("ValueError: mixed_precision='mixed_float16' is not allowed with "

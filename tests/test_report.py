@@ -5,20 +5,20 @@ import sys
 
 import pytest
 
+from fakes import failed_result, make_result
 from tfwb import report, stats
 from tfwb.config import RunConfig
-from tfwb.records import RunResult, Sample
+from tfwb.records import Sample
 
 BASE_S = (0.100, 0.104, 0.096, 0.102, 0.098)
 
 
 def ok(cfg, times_s, wait_s):
-    return RunResult(config=cfg, step_times_s=times_s, input_wait_s=(wait_s,) * len(times_s),
-                     examples_per_step=cfg.batch_size)
+    return make_result(cfg, step_times_s=times_s, wait_s=wait_s)
 
 
 def failed(cfg, error="ResourceExhaustedError: OOM"):
-    return RunResult(config=cfg, status="failed", error=error)
+    return failed_result(cfg, error)
 
 
 @pytest.fixture

@@ -1,8 +1,10 @@
-"""The sweep (tfwb.sweep): the space is checked against the knob table, successive halving prunes
-by speed among the candidates that train correctly, the finalists are compared noise-aware, every
-finished run reaches the history at once (so Ctrl-C loses nothing and resume goes on), and
-`python -m tfwb sweep` refuses bad input with exit 2. A fake runner stands in for tfwb.run, except
-in one tiny real sweep."""
+"""The sweeps package (tfwb.sweeps: space, plan, search, result, progress) and the sweep's front ends
+(the command, the notebook bar, the charts): the space is checked against the knob table, the plan
+is what the search runs, successive halving prunes by speed among the candidates that train
+correctly, the finalists are compared noise-aware, every finished run reaches the history at once
+(so a stop loses nothing and resume goes on), and `python -m tfwb sweep` refuses bad input with
+exit 2. A fake runner, called as runner(cfg, observers), stands in for tfwb.run, except in one tiny
+real sweep."""
 import json
 import math
 import os
@@ -14,12 +16,28 @@ import pytest
 
 import tfwb
 from tfwb import RunConfig, RunResult
-from tfwb.cli.commands import allowed_text, main, option
+from tfwb.cli.commands import main
+from tfwb.cli.drawer import Drawer
+from tfwb.cli.options import allowed_text, option
+from tfwb.cli.sweep import OUT_FILES, parse_knob
 from tfwb.config import KNOBS
 from tfwb.hardware import DESCRIBED
-from tfwb.records import load_results
-from tfwb.sweeps.search import FAILED, FINALIST, FIXED_KNOBS, PROMOTED, SLOWER, WINNER, WORSE, SweepProgress, check_space, candidates, default_space, exhaustive, final_loss, rung_steps, run_key, sweep
-from tfwb.cli.sweep import OUT_FILES, TerminalBar, parse_knob
+from tfwb.history import History
+from tfwb.observers import Dispatch, RunState, StepLog, StopFlag
+from tfwb.sweeps import plan, sweep
+from tfwb.sweeps.rungs import rung_steps
+from tfwb.sweeps.progress import SweepProgress
+from tfwb.sweeps.result import FAILED, FINALIST, PROMOTED, SLOWER, WINNER, WORSE, example_times_s
+from tfwb.sweeps.search import exhaustive
+from tfwb.sweeps.space import FIXED_KNOBS, candidates, check_space, default_space, run_key
+
+
+def load_results(path):
+    """Every complete run in a history file (nothing skipped)."""
+    history = History(path)
+    results = history.load()
+    assert history.skipped == []
+    return results
 
 BASE = RunConfig(workload="images", size="small", warmup_steps=1)
 
@@ -39,35 +57,49 @@ class _Doomed:
 
 
 class FakeRunner:
-    """``runner(cfg, progress=cb)``: times from ``time_fn``, a loss falling towards ``end_loss_fn(cfg)``.
+    """``runner(cfg, observers)``: drives the observers step by step as tfwb.run does; times from
+    ``time_fn``, a loss falling towards ``end_loss_fn(cfg)``.
 
-    ``fail_if`` / ``interrupt_at`` (1-based call number, raising KeyboardInterrupt) /
-    ``interrupted_at`` (returning status "interrupted") simulate what tfwb.run can do.
+    ``fail_if`` / ``interrupt_at`` (1-based call number: the runner lets a KeyboardInterrupt
+    through) / ``sigint_at`` ((call, step): a real SIGINT, raised in a garbage-collection
+    callback) / ``stop_at`` ((call, step): a Stop button sets the sweep's StopFlag) simulate
+    what can happen to tfwb.run. A stop requested by an observer ends the run after that
+    step, "interrupted" when the request says so.
     """
 
     def __init__(self, time_fn=step_time, end_loss_fn=lambda cfg: 1.0, fail_if=lambda cfg: False,
-                 interrupt_at=None, interrupted_at=None, jitter=0.01, sigint_at=None):
+                 interrupt_at=None, jitter=0.01, sigint_at=None, stop_at=None):
         self.time_fn, self.end_loss_fn, self.fail_if = time_fn, end_loss_fn, fail_if
-        self.sigint_at = sigint_at           # (call, step): a real SIGINT to this process there
-        self.interrupt_at, self.interrupted_at, self.jitter = interrupt_at, interrupted_at, jitter
+        self.sigint_at, self.stop_at = sigint_at, stop_at
+        self.interrupt_at, self.jitter = interrupt_at, jitter
         self.configs = []
 
-    def __call__(self, cfg, progress=None):
+    def __call__(self, cfg, observers=()):
         self.configs.append(cfg)
         n = len(self.configs)
         if n == self.interrupt_at:
             raise KeyboardInterrupt
         total = cfg.warmup_steps + cfg.steps
-        for done in range(1, total + 1):
-            if (n, done) == self.sigint_at:      # SIGINT lands in a garbage-collection callback, where
-                doomed = _Doomed()                # a KeyboardInterrupt would be printed and lost
+        state = RunState(config=cfg, log=StepLog(), clock=lambda: 0.0, total_steps=total,
+                         warmup_steps=cfg.warmup_steps)
+        hooks = Dispatch(observers)
+        hooks.call("on_run_start", state)
+        for step in range(total):
+            if (n, step + 1) == self.sigint_at:  # SIGINT lands in a garbage-collection callback, where
+                doomed = _Doomed()               # a KeyboardInterrupt would be printed and lost
                 weakref.finalize(doomed, signal.raise_signal, signal.SIGINT)
                 del doomed
-            if progress is not None:
-                progress(done, total)
-        if n == self.interrupted_at:
-            return RunResult(config=cfg, status="interrupted", error="interrupted by the user",
-                             step_times_s=[0.1] * 2, losses=[2.0] * 2)
+            if (n, step + 1) == self.stop_at:
+                next(o for o in observers if isinstance(o, StopFlag)).set()
+            state.log.times_s.append(0.1)
+            hooks.call("on_step_end", state, step)
+            if state.stop_reason is not None:
+                break
+        hooks.call("on_run_end", state)
+        if state.stop_reason is not None:
+            done = max(0, len(state.log.times_s) - cfg.warmup_steps)
+            return RunResult(config=cfg, status="interrupted" if state.interrupted else "ok",
+                             stop_reason=state.stop_reason, step_times_s=[0.1] * done, losses=[2.0] * done)
         if self.fail_if(cfg):
             return RunResult(config=cfg, status="failed", error="ResourceExhaustedError: out of memory")
         t = self.time_fn(cfg)
@@ -130,10 +162,31 @@ def test_rung_steps_grow_by_eta_in_whole_calls():
     assert rung_steps(5, 2, 3, multiple=4) == (8, 12, 20)
 
 
-def test_final_loss_is_the_mean_of_the_last_quarter_and_nan_when_not_finite():
-    assert final_loss(RunResult(config=BASE, losses=[8, 6, 4, 2, 1, 1, 1, 1])) == 1.0
-    assert math.isnan(final_loss(RunResult(config=BASE, losses=[1.0, float("nan")])))
-    assert final_loss(RunResult(config=BASE)) is None
+def test_the_plan_is_what_the_search_runs():
+    space = {**SPACE, "steps_per_execution": [1, 4]}
+    p = plan(BASE, space, min_steps=6, eta=3, rungs=3)
+    assert p.rung_steps == (8, 20, 56) and p.naive_steps == 56      # whole calls of 4 steps
+    assert len(p.candidates) == 16 and p.alive == (16, 6, 2) and p.runs_at_most == 1 + 16 + 6 + 2
+    assert p.baseline.label == "naive" and p.baseline.size == "small"
+    assert p.text() == ("16 candidates: 2 prefetch x 2 cache x 2 jit_compile x 2 steps_per_execution\n"
+                        "measured steps per rung: 8 / 20 / 56\n"
+                        "candidates per rung, at most: 16 -> 6 -> 2")
+    runner = FakeRunner()
+    r = sweep(BASE, space, min_steps=6, eta=3, rungs=3, runner=runner)
+    assert r.rung_steps == p.rung_steps and [t.config for t in r.trials] == [c.config for c in p.candidates]
+    per_rung = [sum(1 for t in r.trials if rung in t.runs) for rung in range(3)]
+    assert all(n <= most for n, most in zip(per_rung, p.alive)) and per_rung[0] == 16
+    assert len(runner.configs) <= p.runs_at_most
+    with pytest.raises(ValueError, match="eta=1 is not allowed"):
+        plan(BASE, SPACE, eta=1)
+
+
+def test_runs_are_scored_by_final_loss_and_time_per_example():
+    assert RunResult(config=BASE, losses=[8, 6, 4, 2, 1, 1, 1, 1]).final_loss() == 1.0
+    assert math.isnan(RunResult(config=BASE, losses=[1.0, float("nan")]).final_loss())
+    assert RunResult(config=BASE).final_loss() is None
+    run = RunResult(config=BASE.replace(batch_size=4), step_times_s=[0.4, 0.8, 1.2])
+    assert example_times_s(run) == pytest.approx([0.1, 0.2, 0.3]) and run.per_example_s == pytest.approx(0.2)
 
 
 # -- successive halving ---------------------------------------------------------------------------------
@@ -229,16 +282,20 @@ def test_every_run_is_in_the_history_and_resume_reuses_them(tmp_path):
     assert again.runs == 0 and again.reused == first.runs and again.winner.label == first.winner.label
 
 
-@pytest.mark.parametrize("how", ["keyboard_interrupt", "interrupted_status", "sigint"])
+@pytest.mark.parametrize("how", ["sigint", "stop_button", "keyboard_interrupt"])
 def test_an_interrupted_sweep_keeps_every_finished_run_and_resumes(tmp_path, how):
+    # sigint: a real Ctrl-C, landing where a KeyboardInterrupt would be lost; stop_button: another
+    # thread sets the sweep's StopFlag; keyboard_interrupt: a runner that lets one through.
     path = tmp_path / "runs.jsonl"
-    kw = {"keyboard_interrupt": {"interrupt_at": 5}, "interrupted_status": {"interrupted_at": 5},
-          "sigint": {"sigint_at": (5, 3)}}[how]
+    kw = {"sigint": {"sigint_at": (5, 3)}, "stop_button": {"stop_at": (5, 3)},
+          "keyboard_interrupt": {"interrupt_at": 5}}[how]
     handler = signal.getsignal(signal.SIGINT)
-    stopped = sweep(BASE, SPACE, min_steps=6, rungs=2, runner=FakeRunner(**kw), history=path)
+    runner = FakeRunner(**kw)
+    stopped = sweep(BASE, SPACE, min_steps=6, rungs=2, runner=runner, history=path)
     assert stopped.interrupted and stopped.winner is None and stopped.runs == 4
+    assert len(runner.configs) == 5                          # the fifth run was stopped, and nothing after it
     assert len(load_results(path)) == 4                      # the four finished runs, not the fifth
-    assert signal.getsignal(signal.SIGINT) is handler        # the sweep's own SIGINT handler is gone
+    assert signal.getsignal(signal.SIGINT) is handler        # the sweep's bridge is disarmed
     assert "interrupted" in stopped.summary() and str(path) in stopped.summary()
     rest = FakeRunner()
     done = sweep(BASE, SPACE, min_steps=6, rungs=2, runner=rest, history=path, resume=True)
@@ -246,6 +303,30 @@ def test_an_interrupted_sweep_keeps_every_finished_run_and_resumes(tmp_path, how
     assert done.finished and done.reused == 4 and len(rest.configs) == full.runs - 4
     assert done.winner.label == full.winner.label
     assert len(load_results(path)) == full.runs
+
+
+def test_a_stop_flag_set_before_a_run_ends_the_sweep_without_running_it(tmp_path):
+    flag = StopFlag()
+    flag.set()
+    runner = FakeRunner()
+    r = sweep(BASE, SPACE, min_steps=6, rungs=2, runner=runner, history=tmp_path / "runs.jsonl", stop=flag)
+    assert r.interrupted and r.runs == 0 and runner.configs == [] and r.naive is None
+    assert "interrupted" in r.summary()
+
+
+def test_the_runner_gets_the_stop_flag_and_a_step_progress_observer():
+    seen = []
+
+    def runner(cfg, observers):
+        seen.append([type(o).__name__ for o in observers])
+        return FakeRunner()(cfg, observers)
+
+    flag = StopFlag()
+    sweep(BASE, {"prefetch": [False, True]}, min_steps=3, rungs=1, runner=runner, stop=flag,
+          progress=lambda p: None)
+    assert seen and all(names == ["StopFlag", "Progress"] for names in seen)
+    sweep(BASE, {"prefetch": [False, True]}, min_steps=3, rungs=1, runner=runner)
+    assert seen[-1] == ["StopFlag"]                            # no progress asked: no Progress observer
 
 
 # -- progress and output ---------------------------------------------------------------------------------
@@ -271,7 +352,7 @@ def test_result_table_markdown_html_json_and_explanation():
     for t in r.trials:
         assert f"| {t.label} |" in md
     assert "![by rung](rungs.png)" in md and "## Why the winner wins" in md
-    assert "<table" in r._repr_html_() and r.winner.label in r._repr_html_()
+    assert "<table" in r.html() and r.winner.label in r.html() and r._repr_html_() == r.html()
     assert repr(r) == f"<SweepResult: {r.summary()}>" and "\n" not in repr(r).split(": ", 1)[0]
     data = json.loads(json.dumps(r.to_dict()))
     assert data["winner"] == "prefetch, cache" and data["winner_changes"] == {"prefetch": True, "cache": True}
@@ -409,11 +490,11 @@ def test_ctrl_c_keeps_the_runs_and_resume_goes_on(tmp_path, capsys):
     assert (out / "report.md").exists()
 
 
-def test_terminal_bar_redraws_one_line_on_a_tty_and_writes_lines_elsewhere():
+def test_the_drawer_redraws_one_line_on_a_tty_and_writes_a_line_per_run_elsewhere():
     import io
 
     tty, log = io.StringIO(), io.StringIO()
-    bars = TerminalBar(tty, tty=True), TerminalBar(log, tty=False)
+    bars = Drawer(tty, tty=True).sweep(), Drawer(log, tty=False).sweep()
     sweep(BASE, {"prefetch": [False, True]}, min_steps=3, rungs=1, runner=FakeRunner(),
           progress=lambda p: [b(p) for b in bars])
     assert "\r" in tty.getvalue() and tty.getvalue().endswith("\n")
@@ -433,4 +514,4 @@ def test_a_tiny_real_sweep_in_small_mode(tmp_path):
     # rung 1: both; rung 2: the faster one, and the naive run when that is not it.
     assert len(results) == r.runs in (3, 4) and all(res.ok for res in results)
     assert {res.config.steps for res in results} == {4, 8}
-    assert all(final_loss(res) < 2.5 for res in results)
+    assert all(res.final_loss() < 2.5 for res in results)

@@ -78,7 +78,7 @@ def scalar_values(base: str, run: str, tag: str) -> dict:
 def test_a_tensorboard_server_reads_back_each_runs_scalars(tmp_path):
     pytest.importorskip("tensorboard", reason="TensorBoard is not installed (pip install tensorboard)")
     from tfwb.tf.lab.tensorboard import Scalars
-    from tfwb.tf.runner.train import run
+    from tfwb.tf.run import run
 
     logdir = str(tmp_path / "logs")
     first = run(CFG, observers=[Scalars(logdir)])
@@ -140,14 +140,18 @@ def test_run_names_are_folder_safe_and_never_reuse_a_runs_folder(tmp_path):
 
 # -- the command line and the Workbench ---------------------------------------------------------------------
 class RecordingRunner:
-    """``runner(cfg, progress=..., observers=...)`` that only records what it was given."""
+    """A runner (``runner(cfg, observers)``, the run contract) that only records what it was given."""
 
     def __init__(self):
         self.observers = None
 
-    def __call__(self, cfg, progress=None, observers=()):
+    def __call__(self, cfg, observers=()):
         self.observers = tuple(observers)
         return RunResult(config=cfg, step_times_s=[0.01] * 3, input_wait_s=[0.0] * 3, examples_per_step=8)
+
+    def of(self, kind) -> list:
+        """The observers it was given that are ``kind`` instances."""
+        return [o for o in self.observers if isinstance(o, kind)]
 
 
 def test_cli_logdir_attaches_scalars_and_refuses_a_bad_folder_before_running(tmp_path, capsys):
@@ -156,8 +160,8 @@ def test_cli_logdir_attaches_scalars_and_refuses_a_bad_folder_before_running(tmp
 
     runner = RecordingRunner()
     assert main(["run", "--steps", "3", "--logdir", str(tmp_path / "logs")], runner=runner) == 0
-    (scalars,) = runner.observers
-    assert isinstance(scalars, Scalars) and scalars.logdir == str(tmp_path / "logs")
+    (scalars,) = runner.of(Scalars)
+    assert scalars.logdir == str(tmp_path / "logs")
 
     blocker = tmp_path / "a-file"
     blocker.write_text("")
@@ -168,7 +172,7 @@ def test_cli_logdir_attaches_scalars_and_refuses_a_bad_folder_before_running(tmp
     assert "--logdir=" in capsys.readouterr().err
 
     runner = RecordingRunner()
-    assert main(["run", "--steps", "3"], runner=runner) == 0 and runner.observers == ()
+    assert main(["run", "--steps", "3"], runner=runner) == 0 and runner.of(Scalars) == []
 
 
 def test_workbench_logdir_gives_each_run_its_own_tensorboard_run(tmp_path):
@@ -180,11 +184,10 @@ def test_workbench_logdir_gives_each_run_its_own_tensorboard_run(tmp_path):
     runner = RecordingRunner()
     wb = Workbench(RunConfig(steps=3), runner=runner, background=False, hardware={}, logdir=tmp_path / "wb")
     wb.run()
-    flag, scalars = runner.observers
-    assert isinstance(flag, StopFlag) and isinstance(scalars, Scalars)
+    (flag,), (scalars,) = runner.of(StopFlag), runner.of(Scalars)
     assert (scalars.logdir, scalars.name) == (str(tmp_path / "wb"), "01-baseline")
     wb.run(prefetch=True)
-    assert runner.observers[1].name == "02-prefetch"
+    assert [o.name for o in runner.of(Scalars)] == ["02-prefetch"]
 
     blocker = tmp_path / "a-file"
     blocker.write_text("")
@@ -192,7 +195,7 @@ def test_workbench_logdir_gives_each_run_its_own_tensorboard_run(tmp_path):
         Workbench(RunConfig(steps=3), runner=runner, background=False, hardware={}, logdir=blocker / "wb")
     runner = RecordingRunner()
     Workbench(RunConfig(steps=3), runner=runner, background=False, hardware={}).run()
-    assert len(runner.observers) == 1                          # no logdir: the stop flag alone
+    assert len(runner.of(StopFlag)) == 1 and runner.of(Scalars) == []   # no logdir: no Scalars
 
 
 # -- %tensorboard in a notebook: where it can show ------------------------------------------------------------
@@ -215,3 +218,27 @@ def test_notebook_setup_points_tensorboard_at_the_kernels_own_program_and_the_hu
     assert "cannot reach" in notebook_setup(env, program=found, has_proxy=False, in_colab=False)
     assert env == {"JUPYTERHUB_SERVICE_PREFIX": "/user/abc/"}
     assert "Colab" in notebook_setup({}, program=found, in_colab=True)
+
+
+def test_notebook_view_starts_tensorboard_only_where_it_can_show_and_not_in_small_mode():
+    from tfwb.tf.lab.tensorboard import notebook_view
+
+    found = "/usr/bin/tensorboard"
+    view = notebook_view("runs/06", {}, fast=False, program=found, in_colab=False)
+    assert view.show and view.text == "%tensorboard --logdir runs/06 shows TensorBoard below the cell."
+    assert notebook_view("runs/06", {}, fast=False, program=found, in_colab=True).show
+
+    small = notebook_view("runs/06", {}, fast=True, program=found, in_colab=False)
+    assert not small.show
+    assert small.text.splitlines()[-1] == ("not started here (TFWB_FAST=1): run %load_ext tensorboard, "
+                                           "then %tensorboard --logdir runs/06")
+
+    env = {"JUPYTERHUB_SERVICE_PREFIX": "/user/abc/"}          # Binder: no proxy, nothing can show
+    binder = notebook_view("runs/06", env, fast=False, program=found, has_proxy=False, in_colab=False)
+    assert not binder.show and "cannot reach" in binder.text and "download runs/06" in binder.text
+    hub = notebook_view("runs/06", env, fast=False, program=found, has_proxy=True, in_colab=False)
+    assert hub.show and env["TENSORBOARD_PROXY_URL"] == "/user/abc/proxy/%PORT%/"
+
+    missing = notebook_view("runs/06", {"PATH": "/nonexistent"}, fast=False, in_colab=False)
+    if not os.path.exists(os.path.join(os.path.dirname(sys.executable), "tensorboard")):
+        assert not missing.show and "not installed" in missing.text

@@ -20,7 +20,10 @@ import tensorflow as tf  # noqa: E402
 
 from tfwb.config import RunConfig  # noqa: E402
 from tfwb.diagnosis import NO_INPUT_DATA, diagnose  # noqa: E402
-from tfwb.records import RunResult, append_result, load_results  # noqa: E402
+from tfwb.history import append_result, load_results  # noqa: E402
+from tfwb.observers import Observer, Progress, StopFlag  # noqa: E402
+from tfwb.records import RunResult  # noqa: E402
+from tfwb.tf.run import run  # noqa: E402
 from tfwb.workloads import register_workload, unregister_workload  # noqa: E402
 
 pytestmark = pytest.mark.tf
@@ -101,7 +104,7 @@ def tiny(**changes) -> RunConfig:
 @pytest.fixture(scope="module")
 def timed_run():
     before = time.perf_counter()
-    result = train.run(small())
+    result = run(small())
     return result, time.perf_counter() - before
 
 
@@ -177,19 +180,19 @@ def test_fingerprint(timed_run):
 
 def test_non_config_is_rejected():
     with pytest.raises(TypeError, match="RunConfig"):
-        train.run({"batch_size": 16})
+        run({"batch_size": 16})
 
 
 # -- learning -------------------------------------------------------------------------------------------
 def test_loss_falls_over_a_longer_run():
-    r = train.run(small(steps=60, warmup_steps=1, data_source="memory", learning_rate=3e-3))
+    r = run(small(steps=60, warmup_steps=1, data_source="memory", learning_rate=3e-3))
     assert r.status == "ok", r.error
     assert np.mean(r.losses[-10:]) < np.mean(r.losses[:10])
 
 
 @pytest.mark.parametrize("source", ["generator", "memory"])
 def test_other_data_sources_run(source):
-    r = train.run(small(data_source=source, steps=3, warmup_steps=1))
+    r = run(small(data_source=source, steps=3, warmup_steps=1))
     assert r.status == "ok", r.error
     assert len(r.step_times_s) == 3 and all(math.isfinite(v) for v in r.losses)
 
@@ -197,7 +200,7 @@ def test_other_data_sources_run(source):
 # -- precision and global state ---------------------------------------------------------------------
 def test_mixed_float16_runs_and_restores_the_policy():
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    r = train.run(small(mixed_precision="mixed_float16", steps=3, warmup_steps=1))
+    r = run(small(mixed_precision="mixed_float16", steps=3, warmup_steps=1))
     assert r.status == "ok", r.error
     assert all(math.isfinite(v) for v in r.losses)
     assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
@@ -208,7 +211,7 @@ def test_mixed_float16_runs_and_restores_the_policy():
 def test_model_fn_sees_the_policy(mp, policy):
     SEEN.clear()
     keras.mixed_precision.set_global_policy("float32")
-    r = train.run(tiny(mixed_precision=mp))
+    r = run(tiny(mixed_precision=mp))
     assert r.status == "ok", r.error
     assert SEEN["policy"] == policy
     assert SEEN["cfg"] == r.config
@@ -218,7 +221,7 @@ def test_model_fn_sees_the_policy(mp, policy):
 # -- failures ---------------------------------------------------------------------------------------------
 def test_failing_model_fn_gives_failed_result_and_restores_state():
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    r = train.run(tiny(workload=BOOM, mixed_precision="mixed_float16", steps=3))
+    r = run(tiny(workload=BOOM, mixed_precision="mixed_float16", steps=3))
     assert r.status == "failed"
     assert "RuntimeError" in r.error and "model exploded on purpose" in r.error
     assert r.step_times_s == () and r.losses == ()
@@ -232,7 +235,7 @@ def test_failing_model_fn_gives_failed_result_and_restores_state():
 def test_raise_errors_reraises_and_restores_state():
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     with pytest.raises(RuntimeError, match="model exploded on purpose"):
-        train.run(tiny(workload=BOOM, mixed_precision="mixed_float16"), raise_errors=True)
+        run(tiny(workload=BOOM, mixed_precision="mixed_float16"), raise_errors=True)
     assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
     assert sampler_threads() == []
 
@@ -242,7 +245,7 @@ def test_failure_mid_run_keeps_the_steps_measured_so_far():
         if done == 3:
             raise RuntimeError("stop at step 3")
 
-    r = train.run(tiny(steps=4, warmup_steps=1), progress=progress)
+    r = run(tiny(steps=4, warmup_steps=1), progress=progress)
     assert r.status == "failed" and "stop at step 3" in r.error
     assert len(r.warmup_times_s) == 1 and len(r.step_times_s) == 2 == len(r.losses)
 
@@ -253,21 +256,22 @@ def test_keyboard_interrupt_gives_interrupted_result():
             raise KeyboardInterrupt
 
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    r = train.run(tiny(steps=4, warmup_steps=0, mixed_precision="off"), progress=progress)
-    assert r.status == "interrupted" and r.error == "interrupted by the user"
+    r = run(tiny(steps=4, warmup_steps=0, mixed_precision="off"), progress=progress)
+    assert r.status == "interrupted" and r.stop_reason == "interrupted by the user"
+    assert r.error == "interrupted by the user after 2 of 4 steps"
     assert len(r.step_times_s) == 2
     assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
     assert sampler_threads() == []
 
 
 def test_tpu_without_tpu_fails_saying_what_to_pick():
-    r = train.run(small(strategy="tpu", steps=1, warmup_steps=0))
+    r = run(small(strategy="tpu", steps=1, warmup_steps=0))
     assert r.status == "failed"
     assert "strategy='tpu'" in r.error and "no TPU" in r.error
     assert "pick strategy='default'" in r.error
     assert r.step_times_s == ()
     with pytest.raises(ValueError, match="no TPU"):
-        train.run(small(strategy="tpu", steps=1, warmup_steps=0), raise_errors=True)
+        run(small(strategy="tpu", steps=1, warmup_steps=0), raise_errors=True)
 
 
 def test_user_workload_with_generator_source_fails_clearly():
@@ -277,7 +281,7 @@ def test_user_workload_with_generator_source_fails_clearly():
 
 
 def test_tf_op_error_message_keeps_its_cause():
-    r = train.run(tiny(workload=BAD_LABELS))
+    r = run(tiny(workload=BAD_LABELS))
     assert r.status == "failed"
     assert "InvalidArgumentError" in r.error
     assert "label value of 7" in r.error, r.error
@@ -301,7 +305,7 @@ def test_importing_the_runner_changes_no_devices_and_run_splits_the_cpu_itself()
         from tfwb import RunConfig
         cpu = tf.config.list_physical_devices("CPU")[0]
         assert tf.config.get_logical_device_configuration(cpu) is None, "import split the CPU"
-        r = train.run(RunConfig(size="small", data_source="memory", strategy="mirrored",
+        r = train.run_process(RunConfig(size="small", data_source="memory", strategy="mirrored",
                                 batch_size=8, steps=2, warmup_steps=1))
         assert r.status == "ok", r.error
         print("replicas", r.fingerprint["replicas"])
@@ -327,7 +331,7 @@ def test_mirrored_after_tf_started_fails_before_any_work_saying_what_to_do():
 
 
 def test_mirrored_runs_on_two_replicas():
-    r = train.run(small(strategy="mirrored", steps=3, warmup_steps=1))
+    r = run(small(strategy="mirrored", steps=3, warmup_steps=1))
     assert r.status == "ok", r.error
     assert r.fingerprint["replicas"] == 2 and r.replicas == 2
     assert r.per_replica_batch == r.config.batch_size // 2       # batch_size is the global batch
@@ -339,7 +343,7 @@ def test_mirrored_runs_on_two_replicas():
 
 
 def test_mirrored_batch_must_divide_among_replicas():
-    r = train.run(small(strategy="mirrored", batch_size=15, steps=1, warmup_steps=0))
+    r = run(small(strategy="mirrored", batch_size=15, steps=1, warmup_steps=0))
     assert r.status == "failed"
     assert "batch_size=15" in r.error and "multiple" in r.error
 
@@ -357,7 +361,7 @@ def test_two_mirrored_runs_with_different_models_in_one_process():
             register_workload(f"w{{n}}", lambda cfg, n=n: keras.Sequential(
                 [keras.Input((4,)), keras.layers.Dense(n)]), data)
         for n in (3, 5):
-            r = train.run(RunConfig(workload=f"w{{n}}", strategy="mirrored", batch_size=8, steps=1,
+            r = train.run_process(RunConfig(workload=f"w{{n}}", strategy="mirrored", batch_size=8, steps=1,
                                     warmup_steps=0, sample_interval_s=0.05))
             print(f"w{{n}}", r.status, r.error)
     """)
@@ -373,7 +377,7 @@ def test_two_mirrored_runs_with_different_models_in_one_process():
 ] + [{"clip": clip} for clip in ("norm:1.0", "global_norm:1.0", "value:0.5")],
     ids=lambda c: next(iter(c.values())))
 def test_every_optimizer_and_clip_runs_a_step(changes):
-    r = train.run(tiny(**changes))
+    r = run(tiny(**changes))
     assert r.status == "ok", r.error
     assert len(r.losses) == 1 and math.isfinite(r.losses[0])
 
@@ -423,7 +427,7 @@ def test_weight_decay_is_decoupled_for_adamw_and_an_l2_penalty_for_the_others():
 
 
 def test_steps_per_execution_counts_training_steps_and_reports_per_step_times():
-    r = train.run(tiny(steps=6, warmup_steps=2, steps_per_execution=2))
+    r = run(tiny(steps=6, warmup_steps=2, steps_per_execution=2))
     assert r.status == "ok", r.error
     assert r.steps_per_call == 2
     assert len(r.step_times_s) == 3 and len(r.warmup_times_s) == 1      # calls, 2 steps each
@@ -436,7 +440,7 @@ def test_steps_per_execution_counts_training_steps_and_reports_per_step_times():
 
 
 def test_steps_per_execution_rounds_up_to_whole_calls_and_says_so():
-    r = train.run(tiny(steps=5, warmup_steps=1, steps_per_execution=4))
+    r = run(tiny(steps=5, warmup_steps=1, steps_per_execution=4))
     assert r.status == "ok", r.error
     assert len(r.step_times_s) == 2 and len(r.warmup_times_s) == 1
     assert any("rounded up to whole calls" in n and "5 -> 8" in n for n in r.notes), r.notes
@@ -444,20 +448,20 @@ def test_steps_per_execution_rounds_up_to_whole_calls_and_says_so():
 
 @pytest.mark.parametrize("changes", [{"steps_per_execution": 3}, {}])
 def test_jit_compile_works_with_steps_per_execution(changes):
-    r = train.run(tiny(jit_compile=True, steps=3, warmup_steps=3, **changes))
+    r = run(tiny(jit_compile=True, steps=3, warmup_steps=3, **changes))
     assert r.status == "ok", r.error
     assert all(math.isfinite(v) for v in r.losses)
 
 
 def test_jit_compile_with_mirrored_cpu_devices_fails_before_any_step_saying_what_to_pick():
-    r = train.run(tiny(jit_compile=True, strategy="mirrored", steps=3, warmup_steps=1))
+    r = run(tiny(jit_compile=True, strategy="mirrored", steps=3, warmup_steps=1))
     assert r.status == "failed" and not r.warmup_times_s and not r.step_times_s
     assert "jit_compile=True with strategy='mirrored'" in r.error and "jit_compile=False" in r.error
 
 
 def test_eager_execution_runs_the_same_step_without_tracing():
-    graph = train.run(tiny(steps=3, warmup_steps=1))
-    eager = train.run(tiny(steps=3, warmup_steps=1, execution="eager"))
+    graph = run(tiny(steps=3, warmup_steps=1))
+    eager = run(tiny(steps=3, warmup_steps=1, execution="eager"))
     assert eager.status == "ok", eager.error
     assert eager.traces is None and graph.traces == graph.retraces == 1 and graph.traces_after_warmup == 0
     np.testing.assert_allclose(eager.warmup_losses, graph.warmup_losses, rtol=1e-4)
@@ -473,7 +477,7 @@ def test_a_new_input_shape_after_warm_up_is_counted_as_a_retrace():
     batches = tf.data.Dataset.from_generator(
         lambda: ((np.zeros((n, 4), "float32"), np.zeros((n,), "int32")) for n in shapes),
         output_signature=(tf.TensorSpec((None, 4), tf.float32), tf.TensorSpec((None,), tf.int32)))
-    r = train.run(tiny(steps=4, warmup_steps=1, batch_size=8), dataset=batches)
+    r = run(tiny(steps=4, warmup_steps=1, batch_size=8), dataset=batches)
     assert r.status == "ok", r.error
     assert r.traces == 2 and r.traces_after_warmup == 1
     assert any("traced 1 more time" in n for n in r.notes)
@@ -482,7 +486,7 @@ def test_a_new_input_shape_after_warm_up_is_counted_as_a_retrace():
 # -- callbacks and user workloads --------------------------------------------------------------------------
 def test_progress_called_once_per_step_with_increasing_counts():
     calls = []
-    r = train.run(tiny(steps=3, warmup_steps=2), progress=lambda done, total: calls.append((done, total)))
+    r = run(tiny(steps=3, warmup_steps=2), progress=lambda done, total: calls.append((done, total)))
     assert r.status == "ok", r.error
     assert calls == [(1, 5), (2, 5), (3, 5), (4, 5), (5, 5)]
 
@@ -496,7 +500,7 @@ def test_user_workload_runs_end_to_end_with_its_own_loss():
 
     register_workload(TINY + "-loss", model_fn=tiny_model, data_fn=tiny_data, loss=my_loss)
     try:
-        r = train.run(tiny(workload=TINY + "-loss", steps=5, warmup_steps=1, learning_rate=1e-2))
+        r = run(tiny(workload=TINY + "-loss", steps=5, warmup_steps=1, learning_rate=1e-2))
     finally:
         unregister_workload(TINY + "-loss")
     assert r.status == "ok", r.error
@@ -509,7 +513,7 @@ def test_user_workload_with_keras_loss_object():
     register_workload(TINY + "-obj", model_fn=tiny_model, data_fn=tiny_data,
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     try:
-        r = train.run(tiny(workload=TINY + "-obj", steps=2))
+        r = run(tiny(workload=TINY + "-obj", steps=2))
     finally:
         unregister_workload(TINY + "-obj")
     assert r.status == "ok", r.error
@@ -525,7 +529,7 @@ def test_import_tfwb_does_not_import_tensorflow():
 
 
 def test_jit_compile_runs():
-    r = train.run(tiny(jit_compile=True, steps=2))
+    r = run(tiny(jit_compile=True, steps=2))
     assert r.status == "ok", r.error
     assert all(math.isfinite(v) for v in r.losses)
 
@@ -540,20 +544,21 @@ def test_run_on_a_given_dataset_builds_no_pipeline(monkeypatch):
     x = tf.random.uniform((64, 32, 32, 3), maxval=255)
     y = tf.zeros((64,), tf.int32)
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(16, drop_remainder=True).repeat()
-    r = train.run(small(steps=3, warmup_steps=1), dataset=ds, raise_errors=True)
+    r = run(small(steps=3, warmup_steps=1), dataset=ds, raise_errors=True)
     assert r.ok and len(r.step_times_s) == 3
     assert any("not built from the pipeline knobs" in n for n in r.notes)
 
 
 def test_grad_norms_are_recorded_unscaled_under_float16():
-    plain = train.run(tiny(steps=3, warmup_steps=1, grad_norms=True, learning_rate=0.01))
-    half = train.run(tiny(steps=3, warmup_steps=1, grad_norms=True, learning_rate=0.01,
+    plain = run(tiny(steps=3, warmup_steps=1, grad_norms=True, learning_rate=0.01))
+    half = run(tiny(steps=3, warmup_steps=1, grad_norms=True, learning_rate=0.01,
                           mixed_precision="mixed_float16"))
     assert plain.ok and half.ok, (plain.error, half.error)
-    assert len(plain.grad_norms) == 4 and plain.loss_scales == (1.0,) * 4
-    assert half.loss_scales[0] > 1000                       # Keras' dynamic loss scale starts at 2**15
-    np.testing.assert_allclose(half.grad_norms[0], plain.grad_norms[0], rtol=0.05)   # unscaled: same norm
-    assert train.run(tiny(steps=2)).grad_norms == ()                                 # off by default
+    assert len(plain.warmup_grad_norms) == 1 and len(plain.grad_norms) == 3     # warm-up kept apart
+    assert plain.all_loss_scales == (1.0,) * 4
+    assert half.all_loss_scales[0] > 1000                   # Keras' dynamic loss scale starts at 2**15
+    np.testing.assert_allclose(half.all_grad_norms[0], plain.all_grad_norms[0], rtol=0.05)   # unscaled: same norm
+    assert run(tiny(steps=2)).grad_norms == ()                                 # off by default
 
 
 @pytest.mark.parametrize("clip", ["global_norm:0.05", "norm:0.05"])
@@ -587,12 +592,12 @@ def test_a_run_whose_loss_becomes_nan_is_recorded_as_diverged_and_the_next_run_i
 
     register_workload(TINY + "-big", model_fn=tiny_model, data_fn=big_data)
     try:
-        r = train.run(tiny(steps=30, warmup_steps=0, optimizer="sgd", learning_rate=10.0, workload=TINY + "-big"))
+        r = run(tiny(steps=30, warmup_steps=0, optimizer="sgd", learning_rate=10.0, workload=TINY + "-big"))
     finally:
         unregister_workload(TINY + "-big")
     assert r.status == "diverged" and "diverged" in r.error and "learning_rate" in r.error
     assert not math.isfinite(r.losses[-1]) and len(r.losses) < 30
-    after = train.run(tiny(steps=2))
+    after = run(tiny(steps=2))
     assert after.ok and all(math.isfinite(v) for v in after.losses)
 
 
@@ -607,7 +612,7 @@ def test_tensorflow_log_lines_written_during_a_run_become_notes_not_stderr(capfd
 
     register_workload(TINY + "-noisy", model_fn=noisy_model, data_fn=tiny_data)
     try:
-        r = train.run(tiny(workload=TINY + "-noisy", steps=2))
+        r = run(tiny(workload=TINY + "-noisy", steps=2))
     finally:
         unregister_workload(TINY + "-noisy")
     assert r.ok, r.error
@@ -635,3 +640,65 @@ def test_choose_size_measures_a_full_step_and_sets_what_auto_means(monkeypatch):
     assert choice.size == "small" and choice.step_s is None and "TFWB_FAST=1" in str(choice)
     with pytest.raises(ValueError, match="budget_s"):
         sizing.choose_size(budget_s=0)
+
+
+# -- the runner contract: runner(cfg, observers), a stop said once, setup once ----------------------------
+def test_run_process_is_called_as_every_runner_is():
+    seen = []
+    r = train.run_process(tiny(steps=2, warmup_steps=1), [Progress(lambda d, t: seen.append((d, t)))])
+    assert r.status == "ok", r.error
+    assert seen == [(1, 3), (2, 3), (3, 3)]
+
+
+def test_a_users_stop_is_interrupted_with_its_reason_and_steps():
+    flag = StopFlag()
+
+    class SetAt(Observer):
+        def on_step_end(self, run, step):
+            if step == 1:
+                flag.set("stopped by the user (Stop button)", interrupted=True)
+
+    r = train.run_process(tiny(steps=6, warmup_steps=1), [SetAt(), flag])
+    assert r.status == "interrupted" and r.stop_reason == "stopped by the user (Stop button)"
+    assert r.error == "stopped by the user (Stop button) after 2 of 7 steps"
+    assert len(r.warmup_times_s) == 1 and len(r.step_times_s) == 1
+    assert sampler_threads() == []
+
+
+def test_a_plain_stop_stays_ok_with_its_reason():
+    flag = StopFlag("enough")
+    flag.set()
+    r = train.run_process(tiny(steps=6, warmup_steps=0), [flag])
+    assert r.status == "ok" and r.stop_reason == "enough" and r.error is None
+    assert len(r.step_times_s) == 1
+
+
+def test_setup_runs_once_per_run(monkeypatch):
+    counts = {"prepare": 0, "setup_devices": 0, "get_workload": 0}
+
+    def counted(name, fn):
+        def wrapper(*args, **kwargs):
+            counts[name] += 1
+            return fn(*args, **kwargs)
+        return wrapper
+
+    for name in counts:
+        monkeypatch.setattr(train, name, counted(name, getattr(train, name)))
+    r = train.run_process(tiny(steps=1, warmup_steps=0))
+    assert r.status == "ok", r.error
+    assert counts == {"prepare": 1, "setup_devices": 1, "get_workload": 1}
+
+
+def test_run_process_refuses_a_cluster_strategy_outside_a_worker():
+    with pytest.raises(ValueError, match="strategy='multi_worker' runs on a cluster: call tfwb.run"):
+        train.run_process(tiny(strategy="multi_worker"))
+
+
+def test_an_observer_failing_at_the_end_becomes_a_note():
+    class Broken(Observer):
+        def on_run_end(self, run):
+            raise OSError("disk full")
+
+    r = train.run_process(tiny(steps=1, warmup_steps=0), [Broken()])
+    assert r.status == "ok"
+    assert "observer Broken failed at the end of the run: OSError: disk full" in r.notes

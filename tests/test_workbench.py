@@ -19,8 +19,9 @@ import pytest
 import tfwb.config
 from tfwb.config import RunConfig
 from tfwb.knobs import knob
-from tfwb.observers import RunState, StepLog
-from tfwb.records import RunResult, load_results
+from tfwb.history import History, load_results
+from tfwb.lifecycle import Lifecycle
+from tfwb.records import RunResult
 from tfwb.report import FAILED_COLOR
 from tfwb.ui import controls as C
 from tfwb.ui.workbench import KNOB_FIELDS, Workbench
@@ -31,7 +32,8 @@ WAIT_S = 60          # a deadlock guard only: every wait below ends on an event
 
 
 class FakeRunner:
-    """Records each config and plays the runner's part with observers, step by step.
+    """Records each config and plays a runner's part, ``runner(cfg, observers)``, on the
+    real lifecycle (``tfwb.lifecycle``), step by step.
 
     Steps take 50 ms with prefetch and 100 ms without (input wait 1 ms). ``on_step(step)``
     runs during each step, before its observers (a test clicks Stop there); the runner
@@ -47,16 +49,16 @@ class FakeRunner:
     def release(self):
         self.released.set()
 
-    def __call__(self, cfg, *, progress=None, observers=()):
+    def __call__(self, cfg, observers=()):
         self.calls.append(cfg)
         self.threads.append(threading.current_thread().name)
         if self.wb is not None:
             b = self.wb.run_button
             self.button_states.append((b.disabled, b.description, self.wb.stop_button.disabled))
         total = cfg.warmup_steps + cfg.steps
-        log = StepLog()
-        state = RunState(config=cfg, log=log, clock=lambda: 0.0, total_steps=total,
-                         warmup_steps=cfg.warmup_steps)
+        life = Lifecycle(cfg, observers, clock=lambda: 0.0)
+        log, state = life.log, life.state
+        life.start()
         step_s = 0.05 if cfg.prefetch else 0.10
         for step in range(total):
             log.starts_s.append(step * step_s)
@@ -68,21 +70,16 @@ class FakeRunner:
             if step == self.gate_step:
                 self.at_gate.set()
                 assert self.released.wait(WAIT_S), "the test never released the runner"
-            for o in observers:                          # the step ends
-                o.on_step_end(state, step)
-            progress(step + 1, total)
+            life.step_end(step)                          # the step ends
             self.progress_seen.append((step + 1, total))
-            if state.stop_reason is not None:
+            if life.should_stop:
                 break
         if self.raises is not None:
             raise self.raises
         if self.fail:
             return RunResult(config=cfg, status="failed", error="ResourceExhaustedError: OOM")
-        w = min(cfg.warmup_steps, len(log.times_s))
-        return RunResult(config=cfg, step_times_s=log.times_s[w:], input_wait_s=log.waits_s[w:],
-                         warmup_times_s=log.times_s[:w], step_start_s=log.starts_s[w:],
-                         losses=log.losses[w:], examples_per_step=cfg.batch_size,
-                         stop_reason=state.stop_reason)
+        life.end(life.status())
+        return life.result(state.status)
 
 
 BASE = RunConfig(steps=6, warmup_steps=2)
@@ -356,7 +353,8 @@ def test_keyboard_interrupt_is_recorded_as_interrupted():
     wb, _ = make(FakeRunner(raises=KeyboardInterrupt()))
     result = wb.run()
     assert result.status == "interrupted" and not wb.run_button.disabled
-    assert "after 0 of 8 steps" in result.error
+    # The fake raises after its last step: the Progress observer saw all 8.
+    assert result.error == "interrupted by the user (KeyboardInterrupt) after 8 of 8 steps"
     assert wb.results == [result]
 
 
@@ -393,6 +391,16 @@ def test_expectations_are_shown_before_a_run():
     wb, _ = make()
     wb.knobs["mixed_precision"].value = "mixed_float16"
     assert "slower than float32" in wb.status.value
+
+
+def test_a_described_machine_is_the_hardware_of_the_header_and_the_expectations():
+    from tfwb.hardware import DESCRIBED
+
+    wb = Workbench(BASE, runner=FakeRunner(), hardware=DESCRIBED["colab-t4"])
+    header = next(w for w in tree(wb) if "tfwb-header" in w._dom_classes)
+    assert "T4" in header.value
+    wb.knobs["mixed_precision"].value = "mixed_float16"
+    assert "on Tesla T4" in text(wb.status)
 
 
 def test_verdict_text_reaches_the_history_table_and_status():
@@ -470,15 +478,38 @@ def test_default_runner_is_tfwb_run_looked_up_at_first_run(monkeypatch):
     assert fake.calls == [BASE]
 
 
-def test_a_runner_without_observers_still_runs():
+def test_the_runner_is_called_as_every_runner_is():
     seen = []
 
-    def runner(cfg, progress=None):
-        seen.append(cfg)
+    def runner(cfg, observers):
+        seen.append((cfg, [type(o).__name__ for o in observers]))
         return RunResult(config=cfg, step_times_s=(0.1,) * cfg.steps, examples_per_step=1)
 
     wb = Workbench(BASE, runner=runner, hardware={})
-    assert wb.run().ok and seen == [BASE]
+    assert wb.run().ok and seen == [(BASE, ["Progress", "StopFlag"])]
+
+
+def test_a_runner_of_another_signature_fails_visibly():
+    def old_runner(cfg, *, progress=None):
+        raise AssertionError("not reached")
+
+    wb = Workbench(BASE, runner=old_runner, hardware={})
+    result = wb.run()
+    assert result.status == "failed" and result.error.startswith("TypeError:") and RED in wb.status.value
+
+
+def test_a_torn_history_line_is_skipped_and_said(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    wb, _ = make(history_path=path)
+    wb.run()
+    with open(path, "a") as fh:
+        fh.write(wb.results[0].to_json()[:50])                    # a kernel died mid-write
+    again, _ = make(history_path=path)
+    assert again.results == wb.results
+    assert "skipped 1 line(s)" in text(again.status) and "line 2: cut short" in text(again.status)
+    again.run()
+    history = History(path)
+    assert history.load() == again.results and [n for n, _ in history.skipped] == [2]   # next run: own line
 
 
 def test_no_tensorflow():
@@ -510,7 +541,7 @@ def test_stop_during_a_run_records_it_interrupted_with_the_steps_done(tmp_path):
     runner.on_step = lambda step: wb.stop() if step == 9 else None     # as from another thread
     result = wb.run()
     assert len(runner.progress_seen) == 10                               # ended after the step it was on
-    assert result.status == "interrupted" and result.stop_reason == "stopped by the user"
+    assert result.status == "interrupted" and result.stop_reason == "stopped by the user (wb.stop())"
     assert len(result.warmup_times_s) == 2 and len(result.step_times_s) == 8
     assert result.error == "stopped by the user (wb.stop()) after 10 of 302 steps"
     assert "interrupted" in wb.status.value and "after 10 of 302 steps" in wb.status.value
@@ -576,7 +607,8 @@ def test_a_kernel_interrupt_stops_a_background_run():
         os.kill(os.getpid(), signal.SIGINT)    # the handler runs on this thread at once
         runner.release()
         result = wb.wait(WAIT_S)
-        assert result.status == "interrupted" and "kernel interrupt" in result.error
+        assert result.status == "interrupted" and result.stop_reason == "interrupted by the user (kernel interrupt)"
+        assert "kernel interrupt" in result.error
         assert len(result.warmup_times_s) + len(result.step_times_s) == 4
         assert chained == [signal.SIGINT]      # the previous handler was called too
         assert len(wb.results) == 1
@@ -596,7 +628,7 @@ def test_the_interrupt_handler_is_removed_after_the_run():
         assert signal.getsignal(signal.SIGINT) is not mine            # the bridge holds it
         runner.release()
         wb.wait(WAIT_S)
-        wb._bridge.disarm()                                           # from the main thread
+        wb.controller.bridge.disarm()                                           # from the main thread
         assert signal.getsignal(signal.SIGINT) is mine
     finally:
         signal.signal(signal.SIGINT, previous)

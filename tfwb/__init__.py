@@ -12,7 +12,8 @@ from tfwb import expect, observers
 from tfwb.config import RunConfig
 from tfwb.diagnosis import diagnose  # the function; its module is tfwb.diagnosis
 from tfwb.expect import check
-from tfwb.records import RunResult, Sample, load_results
+from tfwb.history import load_results
+from tfwb.records import RunResult, Sample
 from tfwb.stats import compare
 from tfwb.sweeps import sweep  # the function; the package is tfwb.sweeps (from tfwb.sweeps import SweepResult)
 from tfwb.workloads import register_workload
@@ -22,17 +23,18 @@ __version__ = "0.1.0"
 __all__ = [
     "RunConfig", "RunResult", "Sample", "run", "Workbench", "register_workload",
     "load_results", "compare", "diagnose", "detect_hardware", "check", "setup_devices",
-    "observers", "expect", "compare_interleaved", "choose_size", "profile", "sweep", "__version__",
+    "observers", "expect", "compare_interleaved", "choose_size", "profile", "sweep", "chapter", "__version__",
 ]
 
 _LAZY = {
-    "run": ("tfwb.tf.runner.train", "run"),
+    "run": ("tfwb.tf.run", "run"),
     "Workbench": ("tfwb.ui.workbench", "Workbench"),
     "detect_hardware": ("tfwb.hardware", "detect"),
     "setup_devices": ("tfwb.tf.runner.devices", "setup_devices"),
     "compare_interleaved": ("tfwb.tf.lab.interleave", "compare_interleaved"),
     "choose_size": ("tfwb.tf.lab.sizing", "choose_size"),
     "profile": ("tfwb.tf.lab.profiler", "profile"),
+    "chapter": ("tfwb.tf.lab.chapter", "chapter"),
 }
 
 

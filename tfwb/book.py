@@ -1,4 +1,4 @@
-"""The book's structure: chapters, notebook paths, and the header every chapter starts with.
+"""The book's structure: chapters, notebook paths, the header every chapter starts with, its last line.
 
 The repository slug lives here and nowhere else: the Colab badge, the Binder
 badge and the Colab install cell of every notebook are built from it, and a test
@@ -19,7 +19,7 @@ import copy
 import json
 import sys
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import List, Tuple, Union
 
 REPO_SLUG = "tfwb-dev/tfwb"
 BRANCH = "main"
@@ -44,6 +44,41 @@ CHAPTERS: Tuple[Chapter, ...] = (
     Chapter("06", "notebooks/06_profiling_and_tensorboard.ipynb", "Profiling and TensorBoard"),
     Chapter("07", "notebooks/07_capstone.ipynb", "Capstone: every knob on one workload"),
 )
+
+
+def find_chapter(number: Union[str, int]) -> Chapter:
+    """The chapter numbered ``number`` (``"00"``, ``"07"``; an int or ``"7"`` works too).
+
+    Raises:
+        ValueError: naming the number and the chapters there are.
+
+    Example:
+        >>> find_chapter("02").title
+        'Graphs: tf.function, retracing, XLA'
+        >>> find_chapter(7).path
+        'notebooks/07_capstone.ipynb'
+    """
+    key = f"{number:02d}" if isinstance(number, int) and not isinstance(number, bool) else str(number).zfill(2)
+    for chapter in CHAPTERS:
+        if chapter.number == key:
+            return chapter
+    raise ValueError(f"chapter={number!r} is not allowed; chapter must be one of "
+                     f"{', '.join(c.number for c in CHAPTERS)}")
+
+
+def closing_line(elapsed_s: float, fast: bool, machine: str) -> str:
+    """The line a chapter ends with: how long it took, in which mode, on which machine.
+
+    Args:
+        elapsed_s: seconds since the chapter's setup cell started.
+        fast: True in small mode (``TFWB_FAST=1`` or ``size="auto"`` picked small).
+        machine: ``tfwb.hardware.describe(hw)``.
+
+    Example:
+        >>> closing_line(83.4, True, "2 CPU cores, 8 GiB RAM, no GPU, local")
+        'this chapter took 83 s here (small mode, 2 CPU cores, 8 GiB RAM, no GPU, local)'
+    """
+    return f"this chapter took {elapsed_s:.0f} s here ({'small mode' if fast else 'full size'}, {machine})"
 
 
 def colab_url(path: str, slug: str = REPO_SLUG) -> str:

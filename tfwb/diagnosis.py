@@ -15,6 +15,7 @@ from tfwb import knobs as _knobs
 from tfwb.bounds import (HIGH_INPUT_FRACTION, INPUT_HIGH, INPUT_MODERATE, MODERATE_INPUT_FRACTION,  # noqa: F401 - re-exported
                          NOT_INPUT, input_verdict)
 from tfwb.config import RunConfig
+from tfwb.hardware import Machine, MachineLike
 from tfwb.workloads import get_workload
 
 FAILED, NO_DATA, NO_INPUT_DATA = "run failed", "no measured steps", "input wait not measured"
@@ -34,15 +35,15 @@ class Diagnosis:
     suggestions: Tuple[Tuple[str, object, str], ...] = ()
 
 
-def _hardware_of(result) -> dict:
-    """What a result's fingerprint says about its machine, in ``tfwb.hardware.detect()``'s shape."""
+def _hardware_of(result) -> Machine:
+    """What a result's fingerprint says about its machine."""
     fp = getattr(result, "fingerprint", None) or {}
-    return {"gpus": list(fp.get("gpus") or []), "cpu_count": fp.get("cpu_count"),
-            "cpu_flags": tuple(fp.get("cpu_flags") or ()),
-            "tpu": any("TPU" in str(d) for d in fp.get("logical_devices") or ())}
+    return Machine.of({"gpus": list(fp.get("gpus") or []), "cpu_count": fp.get("cpu_count"),
+                       "cpu_flags": tuple(fp.get("cpu_flags") or ()),
+                       "tpu": any("TPU" in str(d) for d in fp.get("logical_devices") or ())})
 
 
-def _input_suggestions(cfg, hardware: Optional[dict] = None) -> tuple:
+def _input_suggestions(cfg, hardware: Optional[MachineLike] = None) -> tuple:
     if cfg.data_source == "memory":
         return ()          # staged batches: no pipeline knob applies
     try:
@@ -50,7 +51,7 @@ def _input_suggestions(cfg, hardware: Optional[dict] = None) -> tuple:
     except ValueError:     # a saved result whose workload is not registered here
         def applies(knob):
             return False
-    cores = (hardware or {}).get("cpu_count")
+    cores = Machine.of(hardware).cpu_count
     out = []
     if cfg.data_source == "generator":
         out.append(("data_source", "files", "read the files with tf.data instead of a Python generator"))
@@ -66,13 +67,13 @@ def _input_suggestions(cfg, hardware: Optional[dict] = None) -> tuple:
     return tuple(out)
 
 
-def _compute_suggestions(result, hardware: dict) -> tuple:
+def _compute_suggestions(result, hardware: Machine) -> tuple:
     """Model-side knobs expected to be faster on this hardware for this run (``tfwb.expect``)."""
     cfg = result.config
     candidates = []
     if cfg.mixed_precision == "off":
         cc = expect.best_compute_capability(hardware)
-        policy = "mixed_bfloat16" if hardware.get("tpu") or (cc and cc >= (8, 0)) else "mixed_float16"
+        policy = "mixed_bfloat16" if hardware.tpu or (cc and cc >= (8, 0)) else "mixed_float16"
         candidates.append(("mixed_precision", policy))
     if not cfg.jit_compile:
         candidates.append(("jit_compile", True))
@@ -86,7 +87,7 @@ def _compute_suggestions(result, hardware: dict) -> tuple:
     return tuple(out)
 
 
-def diagnose(result, hardware: Optional[dict] = None) -> Diagnosis:
+def diagnose(result, hardware: Optional[MachineLike] = None) -> Diagnosis:
     """Classify a RunResult: failed, no data, or its input-bound level with suggestions.
 
     An input-bound run gets the pipeline knobs that are off; a run that is not gets the
@@ -95,7 +96,7 @@ def diagnose(result, hardware: Optional[dict] = None) -> Diagnosis:
 
     Args:
         result: a RunResult.
-        hardware (dict | None, default None): ``tfwb.hardware.detect()`` output; None
+        hardware (Machine | mapping | None, default None): ``tfwb.hardware.detect()`` output; None
             reads the GPUs and cores from the result's fingerprint.
 
     Example:
@@ -110,7 +111,7 @@ def diagnose(result, hardware: Optional[dict] = None) -> Diagnosis:
     if frac is None:
         return Diagnosis(NO_INPUT_DATA, None, NO_INPUT_DATA)
     verdict = input_verdict(frac)
-    hw = _hardware_of(result) if hardware is None else hardware
+    hw = _hardware_of(result) if hardware is None else Machine.of(hardware)
     if verdict == NOT_INPUT:
         # Which model-side knob helps depends on the hardware: ask tfwb.expect.
         sugg = _compute_suggestions(result, hw)
@@ -127,7 +128,7 @@ HARDWARE_KNOBS: Tuple[str, ...] = tuple(n for n in _knobs.names("compute", "dist
                                         if n in expect.RULES)
 
 
-def expectations(cfg, hardware: dict) -> Tuple[str, ...]:
+def expectations(cfg, hardware: MachineLike) -> Tuple[str, ...]:
     """What to expect from ``cfg``'s hardware-dependent knobs on this hardware, before running.
 
     One sentence per knob in ``HARDWARE_KNOBS`` that differs from its default, from
@@ -149,16 +150,17 @@ def expectations(cfg, hardware: dict) -> Tuple[str, ...]:
         >>> expectations(RunConfig(strategy="tpu"), DESCRIBED["colab-t4"])
         ("strategy='tpu' with no TPU here: the run fails before any work; pick 'default'.",)
     """
-    defaults = RunConfig(_check_workload=False)
+    defaults = type(cfg)(_check_workload=False)     # the defaults of cfg's own class (a subclass may add knobs)
+    hardware = Machine.of(hardware)
     out = []
-    if hardware.get("tpu") and cfg.strategy == "default":
+    if hardware.tpu and cfg.strategy == "default":
         out.append("strategy='default' on a TPU machine: the step runs on the host CPU, not the TPU; "
                    "pick strategy='tpu'.")
     for knob in HARDWARE_KNOBS:
         value = getattr(cfg, knob)
         if value == getattr(defaults, knob):
             continue
-        if knob == "strategy" and value == "tpu" and not hardware.get("tpu"):
+        if knob == "strategy" and value == "tpu" and not hardware.tpu:
             out.append("strategy='tpu' with no TPU here: the run fails before any work; pick 'default'.")
             continue
         e = expect.expected_for(hardware, knob, value, cfg)

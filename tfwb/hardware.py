@@ -1,28 +1,129 @@
 """What machine this is: CPU, RAM, GPUs, a TPU, and which notebook service runs it.
 
 Owns hardware and environment detection for run fingerprints and the UI's header line.
-Cheap and pure of TensorFlow: GPUs come from NVML (``tfwb.monitor.nvml``), a TPU only
+Cheap and pure of TensorFlow: GPUs come from NVML (``tfwb.nvml``), a TPU only
 from environment variables and device files. Nothing here raises on an unusual machine;
 what cannot be read is ``None`` or empty.
 """
 from __future__ import annotations
 
-import copy
 import glob
 import os
 import platform
 import re
 import sys
 import threading
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
-from tfwb.monitor import nvml
+from tfwb import nvml
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU as NVML describes it; a field the driver refuses is ``None``.
+
+    Example:
+        >>> Gpu(0, "Tesla T4", 15360.0, (7, 5)).compute_capability
+        (7, 5)
+    """
+
+    index: int
+    name: Optional[str] = None
+    memory_total_mib: Optional[float] = None
+    compute_capability: Optional[Tuple[int, int]] = None
+
+    @classmethod
+    def of(cls, value: Union["Gpu", Mapping[str, Any]]) -> "Gpu":
+        """A Gpu from a Gpu or from ``nvml.gpu_info()``'s dict shape."""
+        if isinstance(value, Gpu):
+            return value
+        cc = value.get("compute_capability")
+        return cls(index=int(value.get("index", 0)), name=value.get("name"),
+                   memory_total_mib=value.get("memory_total_mib"),
+                   compute_capability=tuple(int(x) for x in cc) if cc is not None else None)
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What this machine is: what ``detect()`` returns and ``DESCRIBED`` holds.
+
+    Attributes:
+        cpu_count: cores this process may use (``None`` when unknown).
+        cpu_model: the CPU's model name, or ``None``.
+        cpu_flags: feature flags from ``/proc/cpuinfo`` (lower case, sorted).
+        memory_total_mib: RAM, or ``None``.
+        gpus: the GPUs NVML sees.
+        tpu: whether a TPU looks attached.
+        environment: ``"colab"``, ``"kaggle"``, ``"binder"`` or ``"local"``.
+        python, platform: versions, for fingerprints.
+
+    Example:
+        >>> m = Machine.of({"cpu_count": 2, "gpus": [{"index": 0, "name": "Tesla T4"}]})
+        >>> m.cpu_count, m.gpus[0].name, m.tpu
+        (2, 'Tesla T4', False)
+    """
+
+    cpu_count: Optional[int] = None
+    cpu_model: Optional[str] = None
+    cpu_flags: Tuple[str, ...] = ()
+    memory_total_mib: Optional[float] = None
+    gpus: Tuple[Gpu, ...] = ()
+    tpu: bool = False
+    environment: str = "local"
+    python: str = ""
+    platform: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cpu_flags", tuple(str(f).lower() for f in self.cpu_flags or ()))
+        object.__setattr__(self, "gpus", tuple(Gpu.of(g) for g in self.gpus or ()))
+
+    @classmethod
+    def of(cls, value: Union["Machine", Mapping[str, Any], None]) -> "Machine":
+        """A Machine from a Machine, a mapping in ``detect()``'s old dict shape (missing fields
+        take their defaults; unknown ones are ignored), or ``None`` (an unknown machine).
+
+        Raises:
+            ValueError: for a value that is none of those.
+        """
+        if isinstance(value, Machine):
+            return value
+        if value is None:
+            return cls()
+        if not isinstance(value, Mapping):
+            raise ValueError(f"hardware={value!r} is not allowed; give a tfwb.hardware.Machine "
+                             "(tfwb.detect_hardware()) or a mapping of its fields")
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in value.items() if k in names and v is not None})
+
+    def replace(self, **changes: Any) -> "Machine":
+        """A copy with ``changes`` (e.g. ``gpus=()`` for "the same host without its GPU")."""
+        return replace(self, **changes)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """JSON-ready fields (tuples as lists)."""
+        d = asdict(self)
+        d["cpu_flags"] = list(self.cpu_flags)
+        d["gpus"] = [dict(g, compute_capability=list(g["compute_capability"])
+                          if g["compute_capability"] is not None else None) for g in d["gpus"]]
+        return d
+
+    @property
+    def compute_capability(self) -> Optional[Tuple[int, int]]:
+        """The best compute capability among the GPUs (``None`` without one that reports it)."""
+        ccs = [g.compute_capability for g in self.gpus if g.compute_capability is not None]
+        return max(ccs) if ccs else None
+
+
+#: What functions that read a machine accept: a Machine, or a mapping of its fields
+#: (``Machine.of`` turns it into one; tests and callers pass ``{}`` for "unknown").
+MachineLike = Union[Machine, Mapping[str, Any]]
 
 #: Machines the book describes, in ``detect()``'s shape, so that hardware-dependent code
 #: (``tfwb.expect.expected_for``, ``tfwb.diagnosis.expectations``) is tested on each
 #: without owning one. Flags are the ones ``/proc/cpuinfo`` lists on such machines
 #: (shortened to those that matter here).
-DESCRIBED: Dict[str, Dict[str, Any]] = {
+_DESCRIBED: Dict[str, Dict[str, Any]] = {
     # mybinder.org and small cloud VMs: AMD EPYC (Zen 2), AVX2, no AVX-512.
     "binder-2core-avx2": {
         "cpu_count": 2, "cpu_model": "AMD EPYC 7B12 64-Core Processor",
@@ -75,40 +176,40 @@ DESCRIBED: Dict[str, Dict[str, Any]] = {
         "memory_total_mib": 342000.0, "gpus": [], "tpu": True, "environment": "colab",
         "python": "3.12", "platform": "Linux-x86_64"},
 }
+DESCRIBED: Dict[str, Machine] = {name: Machine.of(fields_) for name, fields_ in _DESCRIBED.items()}
 
 _lock = threading.Lock()
-_cached: Optional[Dict[str, Any]] = None
+_cached: Optional[Machine] = None
 
 
-def detect(refresh: bool = False) -> Dict[str, Any]:
+def detect(refresh: bool = False) -> Machine:
     """Describe this machine; cached after the first call.
 
     Args:
         refresh (bool, default False): look again instead of returning the cached answer.
 
     Returns:
-        A new dict: ``cpu_count`` (cores this process may use), ``cpu_model`` (str or None),
-        ``cpu_flags`` (tuple of str; empty without /proc/cpuinfo), ``memory_total_mib``
-        (float or None), ``gpus`` (list of dicts from ``tfwb.monitor.nvml.gpu_info()``),
-        ``tpu`` (bool), ``environment`` (``"colab"``, ``"kaggle"``, ``"binder"`` or
-        ``"local"``), ``python`` and ``platform`` (str).
+        A ``Machine`` (immutable): ``cpu_count`` (cores this process may use), ``cpu_model``,
+        ``cpu_flags`` (empty without /proc/cpuinfo), ``memory_total_mib``, ``gpus`` (what
+        NVML sees, as ``Gpu`` records), ``tpu``, ``environment`` (``"colab"``, ``"kaggle"``,
+        ``"binder"`` or ``"local"``), ``python`` and ``platform``.
 
     Example:
         >>> hw = detect()
-        >>> hw["environment"] in ("colab", "kaggle", "binder", "local")
+        >>> hw.environment in ("colab", "kaggle", "binder", "local")
         True
     """
     global _cached
     with _lock:
         if _cached is None or refresh:
             _cached = _detect()
-        return copy.deepcopy(_cached)
+        return _cached
 
 
-def _detect() -> Dict[str, Any]:
+def _detect() -> Machine:
     cpu_model, cpu_flags = parse_cpuinfo(_read_text("/proc/cpuinfo"))
     gpus = nvml.gpu_info()
-    return {
+    return Machine.of({
         "cpu_count": _cpu_count(),
         "cpu_model": cpu_model or platform.processor() or platform.machine() or None,
         "cpu_flags": cpu_flags,
@@ -118,7 +219,7 @@ def _detect() -> Dict[str, Any]:
         "environment": detect_environment(),
         "python": platform.python_version(),
         "platform": platform.platform(),
-    }
+    })
 
 
 def _read_text(path: str) -> str:
@@ -270,11 +371,11 @@ def _gib(mib: Optional[float]) -> str:
     return f"{mib / 1024:.0f} GiB" if mib else "? GiB"
 
 
-def describe(hw: Mapping[str, Any]) -> str:
+def describe(hw: MachineLike) -> str:
     """One line about the machine, for headers and reports.
 
     Args:
-        hw (mapping): what ``detect()`` returns.
+        hw (Machine | mapping): what ``detect()`` returns (or a mapping of its fields).
 
     Returns:
         e.g. ``"2 CPU cores (Intel Xeon, AVX-512), 24 GiB RAM, no GPU, local"``.
@@ -285,24 +386,24 @@ def describe(hw: Mapping[str, Any]) -> str:
         ...           "tpu": False, "environment": "local"})
         '2 CPU cores (Intel Xeon, AVX-512), 24 GiB RAM, no GPU, local'
     """
-    cores = hw.get("cpu_count")
+    hw = Machine.of(hw)
+    cores = hw.cpu_count
     cpu = f"{cores} CPU core{'' if cores == 1 else 's'}" if cores else "CPU"
-    details = [d for d in [short_cpu_model(hw.get("cpu_model"))]
-               + _notable_flags(tuple(hw.get("cpu_flags") or ())) if d]
+    details = [d for d in [short_cpu_model(hw.cpu_model)] + _notable_flags(hw.cpu_flags) if d]
     if details:
         cpu += f" ({', '.join(details)})"
-    parts = [cpu, f"{_gib(hw.get('memory_total_mib'))} RAM"]
-    gpus = list(hw.get("gpus") or [])
+    parts = [cpu, f"{_gib(hw.memory_total_mib)} RAM"]
+    gpus = hw.gpus
     if not gpus:
         parts.append("no GPU")
     else:
-        names = [g.get("name") or "unknown GPU" for g in gpus]
+        names = [g.name or "unknown GPU" for g in gpus]
         first = names[0]
         label = first if all(n == first for n in names) else " + ".join(sorted(set(names)))
-        mem = gpus[0].get("memory_total_mib")
+        mem = gpus[0].memory_total_mib
         count = f"{len(gpus)}× " if len(gpus) > 1 else ""
         parts.append(f"{count}{label}" + (f" ({_gib(mem)})" if mem else ""))
-    if hw.get("tpu"):
+    if hw.tpu:
         parts.append("TPU")
-    parts.append(str(hw.get("environment") or "local"))
+    parts.append(hw.environment or "local")
     return ", ".join(parts)

@@ -1,4 +1,10 @@
-"""Kernel interrupt -> stop request, for a run that trains on a background thread.
+"""The one SIGINT bridge: a kernel interrupt or Ctrl-C becomes a stop request.
+
+Owns ``InterruptBridge`` (SIGINT -> ``on_interrupt()`` while armed) and ``kernel_loop``.
+The Workbench and the sweep both arm one around a run, with a
+``tfwb.observers.StopFlag``: ``InterruptBridge(lambda: flag.set("interrupted by the
+user", interrupted=True))``, so the run ends after its current step with status
+``"interrupted"``.
 
 Why this exists. A kernel interrupt (Kernel -> Interrupt, or the interrupt button)
 is a SIGINT sent to the kernel process. Python runs signal handlers on the main
@@ -29,16 +35,24 @@ from __future__ import annotations
 
 import signal
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 #: How long to wait before retrying to (un)install while a kernel message handler runs.
 RETRY_S = 0.05
 
 
 def kernel_loop() -> Any:
-    """The running ipykernel's main-thread event loop (tornado ``IOLoop``), or ``None``."""
+    """The running ipykernel's main-thread event loop (tornado ``IOLoop``), or ``None``.
+
+    Returns:
+        The kernel's ``io_loop``; ``None`` outside a kernel or without IPython.
+
+    Example:
+        >>> kernel_loop() is None          # plain Python, no kernel
+        True
+    """
     try:
-        from IPython import get_ipython
+        from IPython import get_ipython  # lazy: this module is pure stdlib outside a kernel
     except ImportError:
         return None
     kernel = getattr(get_ipython(), "kernel", None)
@@ -48,18 +62,34 @@ def kernel_loop() -> Any:
 class InterruptBridge:
     """While armed, SIGINT calls ``on_interrupt()`` (then the previous handler).
 
+    Also a context manager: ``with InterruptBridge(...):`` arms on entry and disarms on
+    exit (an exception included).
+
     Args:
         on_interrupt: called on the main thread, from the signal handler; keep it
-            tiny and thread-safe (set a ``threading.Event``).
+            tiny and thread-safe (``StopFlag.set``, a ``threading.Event``).
+        inline: for work that runs on the arming thread itself (``tfwb.sweep`` in a cell,
+            a command): ``arm()`` on the main thread installs at once, kernel or not
+            (ipykernel puts its own handler back after the cell anyway), and only a second
+            SIGINT goes on to the previous handler (``KeyboardInterrupt``). So the first
+            one stops the run at its next step boundary instead of raising wherever it
+            lands (a ``KeyboardInterrupt`` raised in a garbage-collection callback is
+            printed and lost); a second one still gets out of a step that hangs.
 
     Example:
-        >>> flag = tfwb.observers.StopFlag()                  # doctest: +SKIP
-        >>> bridge = InterruptBridge(flag.set); bridge.arm()  # doctest: +SKIP
-        >>> ...train on another thread with observers=[flag]...; bridge.disarm()  # doctest: +SKIP
+        >>> from tfwb.observers import StopFlag
+        >>> flag = StopFlag()
+        >>> with InterruptBridge(lambda: flag.set("interrupted by the user", interrupted=True)) as bridge:
+        ...     bridge.installed           # main thread, no kernel: installed at once
+        True
+        >>> bridge.installed
+        False
     """
 
-    def __init__(self, on_interrupt: Callable[[], None]) -> None:
+    def __init__(self, on_interrupt: Callable[[], None], *, inline: bool = False) -> None:
         self._on_interrupt = on_interrupt
+        self._inline = inline
+        self._interrupts = 0                  # SIGINTs since arm() (inline: the second one raises)
         self._armed = False
         self._previous: Any = None
         self._handler = self._handle          # one object, so getsignal() can be compared with `is`
@@ -67,7 +97,15 @@ class InterruptBridge:
 
     @property
     def armed(self) -> bool:
+        """True between ``arm()`` and ``disarm()``."""
         return self._armed
+
+    def __enter__(self) -> "InterruptBridge":
+        self.arm()
+        return self
+
+    def __exit__(self, *exc: Optional[object]) -> None:
+        self.disarm()
 
     @property
     def installed(self) -> bool:
@@ -75,40 +113,53 @@ class InterruptBridge:
         return signal.getsignal(signal.SIGINT) is self._handler
 
     def arm(self) -> bool:
-        """Start turning SIGINT into ``on_interrupt()``; returns False where that cannot be done
-        (not in a kernel and not on the main thread)."""
+        """Start turning SIGINT into ``on_interrupt()``.
+
+        Returns:
+            False where that cannot be done (not in a kernel and not on the main thread).
+        """
         self._armed = True
+        self._interrupts = 0
+        if self._inline and threading.current_thread() is threading.main_thread():
+            self._install(now=True)
+            return True
         return self._on_main_thread(self._install)
 
     def disarm(self) -> None:
         """Stop; the previous handler comes back (from the main thread, as soon as it is free)."""
         self._armed = False
+        if self._inline and threading.current_thread() is threading.main_thread():
+            self._uninstall(now=True)
+            return
         self._on_main_thread(self._uninstall)
 
     # -- main thread only ---------------------------------------------------
     def _handle(self, signum: int, frame: Any) -> None:
         if self._armed:
             self._on_interrupt()
+            self._interrupts += 1
+            if self._inline and self._interrupts == 1:
+                return                         # the run stops at its next step; a second SIGINT raises
         previous = self._previous
         if callable(previous) and previous is not self._handler:
             previous(signum, frame)
 
-    def _install(self) -> None:
+    def _install(self, now: bool = False) -> None:
         with self._lock:
             if not self._armed or self.installed:
                 return
             current = signal.getsignal(signal.SIGINT)
-            if current is signal.default_int_handler and self._retry(self._install):
+            if current is signal.default_int_handler and not now and self._retry(self._install):
                 return                         # a kernel message handler is running; after it
             self._previous = current
             signal.signal(signal.SIGINT, self._handler)
 
-    def _uninstall(self) -> None:
+    def _uninstall(self, now: bool = False) -> None:
         with self._lock:
             if self._armed:
                 return                         # armed again meanwhile
             current = signal.getsignal(signal.SIGINT)
-            if current is signal.default_int_handler and self._retry(self._uninstall):
+            if current is signal.default_int_handler and not now and self._retry(self._uninstall):
                 return                         # the handler running will restore ours; then
             if current is self._handler:
                 signal.signal(signal.SIGINT, self._previous if self._previous is not None

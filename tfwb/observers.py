@@ -10,8 +10,9 @@
 - ``on_run_end(run)``: always, also after a failure or an interrupt.
 
 ``run`` is a ``RunState``: the config, the step log so far, the clock, and
-``request_stop(reason)``, which ends the run after the current step (recorded as
-``stop_reason`` on the result, status ``ok``). Observers must be cheap per step:
+``request_stop(reason, interrupted=False)``, which ends the run after the current
+step (recorded as ``stop_reason`` on the result; status ``ok``, or ``interrupted``
+for a user's interrupt). Observers must be cheap per step:
 the runner calls only the hooks an observer overrides, and an observer that needs
 per-step work should append to lists and do the rest in ``on_run_end``.
 
@@ -27,7 +28,7 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 HOOKS = ("on_run_start", "on_step_begin", "on_step_end", "on_warmup_end", "on_run_end")
 
@@ -81,6 +82,8 @@ class RunState:
         warmup_steps: the warm-up part of ``total_steps``.
         steps_per_call: training steps one call runs (``steps_per_execution``).
         stop_reason: set by ``request_stop``; ``None`` while the run goes on.
+        interrupted: set by ``request_stop(..., interrupted=True)``: the run ends as
+            ``"interrupted"``.
         diverged_at: the call (0-based, warm-up included) whose loss was not finite.
         status: ``"running"``, then ``"ok"``, ``"failed"`` or ``"interrupted"`` in ``on_run_end``.
         notes: lines observers add to the result's notes.
@@ -100,6 +103,7 @@ class RunState:
     warmup_steps: int
     steps_per_call: int = 1
     stop_reason: Optional[str] = None
+    interrupted: bool = False
     status: str = "running"
     diverged_at: Optional[int] = None
     notes: List[str] = field(default_factory=list)
@@ -107,10 +111,20 @@ class RunState:
     samples: tuple = ()
     model: Any = None
 
-    def request_stop(self, reason: str) -> None:
-        """End the run after the current step; the result records ``reason``."""
+    def request_stop(self, reason: str, *, interrupted: bool = False) -> None:
+        """End the run after the current step; the result records ``reason`` as ``stop_reason``.
+
+        The first request wins. This is the one place a stop is said: the runner ends the
+        run with status ``"interrupted"`` when ``interrupted`` is True (a user's Stop
+        button or kernel interrupt), else ``"ok"``; nobody rewrites the status afterwards.
+
+        Args:
+            reason: why the run stops (``"stopped by the user"``, a target reached).
+            interrupted: True for a user's interrupt.
+        """
         if self.stop_reason is None:
             self.stop_reason = reason
+            self.interrupted = bool(interrupted)
 
     @property
     def steps_done(self) -> int:
@@ -202,22 +216,51 @@ class StopAtLoss(Observer):
 
 
 class StopFlag(Observer):
-    """Stop the run when ``set()`` is called, from any thread (a Stop button, a signal handler)."""
+    """Stop the run when ``set()`` is called, from any thread (a Stop button, a signal handler).
+
+    Args:
+        reason: the stop reason when ``set()`` names none.
+
+    Example:
+        >>> flag = StopFlag()
+        >>> flag.set("interrupted by the user", interrupted=True)   # e.g. from InterruptBridge
+        >>> flag.is_set, flag.interrupted
+        (True, True)
+    """
 
     def __init__(self, reason: str = "stopped by the user") -> None:
         self.reason = reason
         self._event = threading.Event()
+        self._request: Tuple[Optional[str], bool] = (None, False)
 
-    def set(self) -> None:
-        self._event.set()
+    def set(self, reason: Optional[str] = None, interrupted: bool = False) -> None:
+        """Ask the run to stop after its current step (thread-safe).
+
+        Args:
+            reason: the result's ``stop_reason``; ``None`` keeps the flag's own.
+            interrupted: True for a user's interrupt (the result's status becomes
+                ``"interrupted"``); False for a plain stop (status stays ``"ok"``).
+        """
+        if not self._event.is_set():
+            self._request = (reason, bool(interrupted))
+            self._event.set()
 
     def clear(self) -> None:
+        """Make the flag ready for the next run."""
         self._event.clear()
+        self._request = (None, False)
 
     @property
     def is_set(self) -> bool:
+        """True once ``set()`` was called (until ``clear()``)."""
         return self._event.is_set()
+
+    @property
+    def interrupted(self) -> bool:
+        """True when the stop was set as an interrupt."""
+        return self._event.is_set() and self._request[1]
 
     def on_step_end(self, run: RunState, step: int) -> None:
         if self._event.is_set():
-            run.request_stop(self.reason)
+            reason, interrupted = self._request
+            run.request_stop(reason or self.reason, interrupted=interrupted)

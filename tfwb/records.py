@@ -12,6 +12,7 @@ from typing import Any, Iterable, Optional, Tuple
 
 from tfwb import stats
 from tfwb.config import RunConfig
+from tfwb.diagnosis import diagnose
 
 #: 2: notes are (kind, text) pairs; warm-up gradient norms and loss scales kept apart.
 SCHEMA_VERSION = 2
@@ -237,6 +238,16 @@ class RunResult:
         return self.warmup_losses + self.losses
 
     @property
+    def all_grad_norms(self) -> Tuple[float, ...]:
+        """Every recorded gradient norm in order, warm-up first (aligned with ``all_losses``)."""
+        return self.warmup_grad_norms + self.grad_norms
+
+    @property
+    def all_loss_scales(self) -> Tuple[float, ...]:
+        """Every recorded loss scale in order, warm-up first (aligned with ``all_losses``)."""
+        return self.warmup_loss_scales + self.loss_scales
+
+    @property
     def start_loss(self) -> Optional[float]:
         """The first loss of the run (warm-up included); ``None`` without a finite one there."""
         first = self.all_losses[:1]
@@ -388,8 +399,6 @@ class RunResult:
 
     def summary(self) -> str:
         """One line: median step time, IQR, throughput, input share, verdict."""
-        from tfwb.diagnosis import diagnose
-
         name = self.config.label or self.config.workload
         if not self.ok:
             return f"{name}: {self.status}: {self.error or 'no measured steps'}"
@@ -459,13 +468,3 @@ def _finite(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [_finite(v) for v in obj]
     return obj
-
-
-def __getattr__(name: str):
-    # Compatibility: append_result / load_results moved to tfwb.history (the run history
-    # store). Looked up on use, because tfwb.history imports this module.
-    if name in ("append_result", "load_results"):
-        from tfwb import history
-
-        return getattr(history, name)
-    raise AttributeError(f"module 'tfwb.records' has no attribute {name!r}")

@@ -5,7 +5,8 @@ Owns the history table that the Workbench shows and the command line prints:
 baseline and with the run before it, ``format_table`` renders them as fixed-width
 text and ``html_table`` as escaped HTML. ``noise_band`` learns this machine's
 run-to-run noise from repeated identical runs in the history, and ``short_changes``
-names a run by the knobs that set it apart (for chart labels). The colours of
+names a run by the knobs that set it apart (for chart labels); ``loss_gap`` says how far
+two runs' losses drifted apart step by step. The colours of
 verdicts and failures are defined here, once. Pure: no TensorFlow,
 no matplotlib, no ipywidgets, no IPython; the same inputs always give the same
 output, so a notebook cell showing a table of fixed results can be checked by nbval.
@@ -208,6 +209,32 @@ def compare_runs(baseline: RunResult, candidate: RunResult, *,
                              other_cpu_pct=(other_cpu_pct(baseline), other_cpu_pct(candidate)))
     except ValueError:
         return None
+
+
+def loss_gap(a: RunResult, b: RunResult) -> Optional[float]:
+    """The largest per-step loss difference between two runs, warm-up included.
+
+    Two runs that should train the same way (same seed, same global batch, another
+    strategy or device count) differ only by float rounding; a mistake such as averaging
+    the loss over a replica's share instead of the global batch shows as a large gap.
+    Steps are compared in order, as far as the shorter run goes.
+
+    Args:
+        a, b: RunResults (their ``all_losses``: warm-up losses, then measured ones).
+
+    Returns:
+        The largest ``|a - b|`` over the steps both ran, or ``None`` when either has no loss.
+
+    Example:
+        >>> one = RunResult(config=RunConfig(), warmup_losses=(2.0,), losses=(1.5, 1.25))
+        >>> two = RunResult(config=RunConfig(), warmup_losses=(2.0,), losses=(1.5, 1.0, 0.5))
+        >>> loss_gap(one, two)
+        0.25
+        >>> loss_gap(one, RunResult(config=RunConfig())) is None
+        True
+    """
+    gaps = [abs(x - y) for x, y in zip(a.all_losses, b.all_losses)]
+    return max(gaps) if gaps else None
 
 
 def _size(result: RunResult) -> Optional[str]:

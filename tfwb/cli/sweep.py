@@ -5,14 +5,19 @@
 The baseline (the naive configuration every candidate changes) takes every knob as
 an option, exactly as ``run`` does (``--batch-size 32``); ``--knob NAME=V1,V2,...``
 (repeatable) names a knob to search and its values, spelt as the knob's option takes
-them. Without ``--knob`` the sweep searches ``tfwb.sweeps.search.default_space``. The search
-is ``tfwb.sweeps.search.sweep`` (successive halving).
+them. Without ``--knob`` the sweep searches ``tfwb.sweeps.space.default_space`` (every knob
+declared with ``sweep=(values...)``). The search
+is ``tfwb.sweep`` (successive halving), its runner called as ``runner(cfg, observers)``;
+its bar is ``tfwb.cli.drawer.Drawer.sweep``.
 
 ``--out DIR`` writes ``runs.jsonl`` (every run, appended as it finishes), then
 ``report.md``, ``rungs.png``, ``finalists.png`` and ``sweep.json``. A folder that
 exists and is not empty is refused unless ``--force`` (replace the sweep's files
-there) or ``--resume`` (reuse the runs in its ``runs.jsonl``). Ctrl-C stops the sweep;
-every finished run stays in ``runs.jsonl``, and ``--resume`` goes on from there.
+there) or ``--resume`` (reuse the runs in its ``runs.jsonl``). Ctrl-C stops the sweep
+after the current step of its current run; every finished run stays in ``runs.jsonl``,
+and ``--resume`` goes on from there.
+
+Imports ``tfwb.cli.options`` and ``tfwb.cli.drawer``, never ``tfwb.cli.commands``.
 
 Exit status: 0 when the sweep finished, 1 when it could not judge (the naive run
 failed) or a file could not be written, 2 for a bad option (an unknown knob or
@@ -25,10 +30,16 @@ import json
 import os
 import sys
 import textwrap
-from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
+from tfwb.cli.drawer import Drawer, say, stderr_for_drawing
+from tfwb.cli.options import EXIT_INTERRUPTED, PROG, HelpFormatter, add_knob_options, allowed_text, knob_changes, option
 from tfwb.config import KNOBS, RunConfig
-from tfwb.sweeps.search import DEFAULT_SPACE, FIXED_KNOBS, SweepProgress, SweepResult, check_space, sweep
+from tfwb.hardware import detect
+from tfwb.knobs import sweep_space
+from tfwb.sweeps import SweepResult, sweep
+from tfwb.sweeps.search import Runner
+from tfwb.sweeps.space import FIXED_KNOBS, check_space
 
 #: Files the sweep writes in ``--out`` (``--force`` replaces these, and only these).
 RUNS_FILE, REPORT_FILE, RUNGS_PNG, FINALISTS_PNG, SUMMARY_FILE = (
@@ -36,7 +47,6 @@ RUNS_FILE, REPORT_FILE, RUNGS_PNG, FINALISTS_PNG, SUMMARY_FILE = (
 OUT_FILES = (RUNS_FILE, REPORT_FILE, RUNGS_PNG, FINALISTS_PNG, SUMMARY_FILE)
 #: sweep's own options, beside the knobs.
 SWEEP_OPTIONS = ("knob", "out", "force", "resume", "min_steps", "eta", "rungs", "loss_tolerance", "progress")
-INTERRUPTED_EXIT = 130
 
 
 # -- --knob NAME=V1,V2 ---------------------------------------------------------------------------------
@@ -62,8 +72,6 @@ def parse_knob(text: str) -> Tuple[str, Tuple[Any, ...]]:
                          + ", ".join(n for n in KNOBS if n not in FIXED_KNOBS))
     if name in FIXED_KNOBS:
         raise ValueError(f"--knob {text!r}: {name} cannot be swept: {FIXED_KNOBS[name]}")
-    from tfwb.cli.commands import allowed_text
-
     k = KNOBS[name]
     raw = [v for v in (part.strip() for part in values.split(",")) if v]
     if not raw:
@@ -86,17 +94,14 @@ def _knob_type(text: str) -> Tuple[str, Tuple[Any, ...]]:
 
 def default_space_text() -> str:
     """The default space in the command line's words (for ``--help``)."""
-    from tfwb.cli.commands import option
-
     k = KNOBS
-    return "; ".join(f"{option(n)[2:]}={','.join(k[n].format(v) for v in vs)}" for n, vs in DEFAULT_SPACE)
+    return "; ".join(f"{option(n)[2:]}={','.join(k[n].format(v) for v in vs)}"
+                     for n, vs in sweep_space(RunConfig).items())
 
 
 # -- the parser -----------------------------------------------------------------------------------------
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     """Add the ``sweep`` command to ``python -m tfwb``'s subparsers and return its parser."""
-    from tfwb.cli.commands import PROG, HelpFormatter, add_knob_options
-
     p = sub.add_parser(
         "sweep", help="search the knobs for the fastest configuration that still trains correctly",
         formatter_class=HelpFormatter, allow_abbrev=False,
@@ -135,56 +140,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
-# -- the progress bar on a terminal ------------------------------------------------------------------------
-class TerminalBar:
-    """``progress(SweepProgress)`` drawn on a stream.
-
-    On a terminal it redraws one line (``\\r``): a bar, the share done and where the
-    sweep is. On anything else it writes a plain line per finished run, so a log holds
-    no carriage returns.
-
-    Args:
-        stream: where to write (stderr).
-        tty (bool | None, default None): draw in place; ``None`` asks ``stream.isatty()``.
-        width: characters of the bar.
-    """
-
-    def __init__(self, stream: TextIO, tty: Optional[bool] = None, width: int = 24) -> None:
-        self.stream, self.width = stream, width
-        self.tty = stream.isatty() if tty is None else tty
-        self._drawn = 0
-        self._runs = -1
-
-    def line(self, p: SweepProgress) -> str:
-        """e.g. ``"[######------------------]  25% run 5/27, rung 1/3 (10 steps): cache"``.
-
-        Example:
-            >>> TerminalBar(sys.stderr, tty=False, width=4).line(SweepProgress(1, 2, 0, 1, 10))
-            '[##--]  50% run 2/2, rung 1/1 (10 steps)'
-        """
-        filled = int(round(p.fraction * self.width))
-        return f"[{'#' * filled}{'-' * (self.width - filled)}] {p.fraction * 100:3.0f}% {p.text()}"
-
-    def __call__(self, p: SweepProgress) -> None:
-        if self.tty:
-            text = self.line(p)
-            self.stream.write("\r" + text.ljust(self._drawn))
-            self._drawn = len(text)
-            if p.finished:
-                self.close()
-        elif p.runs_done != self._runs and not p.label or p.finished:
-            self._runs = p.runs_done
-            self.stream.write(self.line(p) + "\n")
-        self.stream.flush()
-
-    def close(self) -> None:
-        """End the line drawn in place."""
-        if self._drawn:
-            self.stream.write("\n")
-            self.stream.flush()
-            self._drawn = 0
-
-
 # -- the command ------------------------------------------------------------------------------------------
 def _out_folder(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Optional[str]:
     """Check ``--out`` before any work (exit 2 when it is in the way); create it."""
@@ -219,7 +174,7 @@ def _out_folder(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Op
 
 def write_outputs(result: SweepResult, out: str, hardware: Optional[Dict[str, Any]] = None) -> List[str]:
     """Write the report, the charts and the summary into ``out``; return the paths written."""
-    from tfwb.ui.charts.sweep import finalists_png, rungs_png
+    from tfwb.ui.charts.sweep import finalists_png, rungs_png   # lazy: matplotlib only when writing charts
 
     written = []
     for name, png in ((RUNGS_PNG, rungs_png(result)), (FINALISTS_PNG, finalists_png(result))):
@@ -241,13 +196,10 @@ def write_outputs(result: SweepResult, out: str, hardware: Optional[Dict[str, An
 
 
 def cmd_sweep(parser: argparse.ArgumentParser, args: argparse.Namespace,
-              runner: Optional[Callable[..., Any]] = None) -> int:
+              runner: Optional[Runner] = None) -> int:
     """Run ``python -m tfwb sweep`` (``args`` from ``add_parser``'s parser)."""
-    from tfwb.cli.commands import PROG, say
-
-    changes = {k: v for k, v in vars(args).items() if k in KNOBS}
     try:
-        baseline = RunConfig(**changes)
+        baseline = RunConfig(**knob_changes(args))
     except ValueError as e:
         parser.error(str(e))
     space: Optional[Dict[str, Tuple[Any, ...]]] = None
@@ -273,28 +225,24 @@ def cmd_sweep(parser: argparse.ArgumentParser, args: argparse.Namespace,
     out = _out_folder(parser, args)
     history = os.path.join(out, RUNS_FILE) if out else None
     show = sys.stderr.isatty() if args.progress is None else args.progress
-    bar = TerminalBar(sys.stderr) if show else None
-    try:
-        result = sweep(baseline, space, min_steps=args.min_steps, eta=args.eta, rungs=args.rungs,
-                       loss_tolerance=args.loss_tolerance, runner=runner, history=history,
-                       resume=args.resume, progress=bar)
-    except ValueError as e:
-        if bar is not None:
-            bar.close()
-        parser.error(str(e))
-    except OSError as e:
-        if bar is not None:
-            bar.close()
-        say(f"{PROG} sweep: error: {e}", err=True)
-        return 1
-    if bar is not None:
-        bar.close()
+    with stderr_for_drawing() as err:
+        drawer = Drawer(err) if show else None
+        try:
+            result = sweep(baseline, space, min_steps=args.min_steps, eta=args.eta, rungs=args.rungs,
+                           loss_tolerance=args.loss_tolerance, runner=runner, history=history,
+                           resume=args.resume, progress=drawer.sweep() if drawer is not None else None)
+        except ValueError as e:
+            parser.error(str(e))
+        except OSError as e:
+            say(f"{PROG} sweep: error: {e}", err=True)
+            return 1
+        finally:
+            if drawer is not None:
+                drawer.close()
     if result.interrupted:
         where = f"; every finished run is in {history}: add --resume to go on" if history else ""
         say(f"{PROG} sweep: interrupted after {result.runs} runs{where}", err=True)
-        return INTERRUPTED_EXIT
-    from tfwb.hardware import detect
-
+        return EXIT_INTERRUPTED
     hardware = detect()
     say(result.summary())
     why = result.explain(hardware)

@@ -21,6 +21,7 @@ from tfwb import hardware as _hardware
 from tfwb import knobs as _knobs
 from tfwb.bounds import BOUNDS, COMPUTE, INPUT, OVERHEAD, OVERHEAD_GPU_BUSY_PCT, bound_of, check_bound
 from tfwb.config import RunConfig
+from tfwb.hardware import MachineLike
 from tfwb.expect.checks import (AB, AGREED, CANNOT_TELL, DIRECTIONS, DISAGREED, FASTER, NOT_FASTER,
                                 NOT_SLOWER, SAME, SLOWER, Check, Equal, Expected, Threshold, Unjudged, ab,
                                 at_least, at_most, check, equal, unjudged)
@@ -49,7 +50,7 @@ def _config(baseline: Any) -> Any:
     return getattr(baseline, "config", baseline)
 
 
-def expected_for(hardware: Mapping[str, Any], knob: str, value: Any = True, baseline: Any = None, *,
+def expected_for(hardware: MachineLike, knob: str, value: Any = True, baseline: Any = None, *,
                  bound: Optional[str] = None) -> Expected:
     """What changing one knob should do on this hardware, relative to the baseline.
 
@@ -110,7 +111,7 @@ def _combine(parts: Sequence[Expected]) -> Expected:
                      f"({', '.join(sorted(str(d) for d in directions))}): check them one at a time")
 
 
-def knob(hardware: Mapping[str, Any], baseline: Any = None, **change: Any) -> AB:
+def knob(hardware: MachineLike, baseline: Any = None, **change: Any) -> AB:
     """The A/B expectation for changing knobs on this hardware (``expected_for``, as an ``AB``).
 
     Args:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
 
+from tfwb.hardware import Machine, MachineLike
 from tfwb.bounds import COMPUTE, INPUT, OVERHEAD
 from tfwb.expect.checks import (FASTER, NOT_FASTER, NOT_SLOWER, SAME, SLOWER, Equal, Expected, Threshold,
                                 Unjudged, at_least, at_most, equal)
@@ -27,27 +28,25 @@ from tfwb.expect.checks import (FASTER, NOT_FASTER, NOT_SLOWER, SAME, SLOWER, Eq
 PREFETCH_MIN_HIDDEN = 0.10
 
 #: A rule: ``rule(hardware, value, baseline, bound) -> Expected``.
-Rule = Callable[[Mapping[str, Any], Any, Any, Optional[str]], Expected]
+Rule = Callable[[MachineLike, Any, Any, Optional[str]], Expected]
 
 
 # -- the machine ------------------------------------------------------------------------------
-def _flags(hw: Mapping[str, Any]) -> frozenset:
-    return frozenset(str(f).lower() for f in (hw.get("cpu_flags") or ()))
+def _flags(hw: MachineLike) -> frozenset:
+    return frozenset(Machine.of(hw).cpu_flags)
 
 
-def best_compute_capability(hw: Mapping[str, Any]) -> Optional[Tuple[int, int]]:
+def best_compute_capability(hw: MachineLike) -> Optional[Tuple[int, int]]:
     """The highest compute capability among the GPUs, or None (no GPU, or none known).
 
     Example:
         >>> best_compute_capability({"gpus": [{"compute_capability": [7, 5]}, {"compute_capability": None}]})
         (7, 5)
     """
-    ccs = [tuple(int(x) for x in g["compute_capability"]) for g in (hw.get("gpus") or ())
-           if g.get("compute_capability")]
-    return max(ccs) if ccs else None
+    return Machine.of(hw).compute_capability
 
 
-def target(hw: Mapping[str, Any], strategy: Optional[str] = None) -> str:
+def target(hw: MachineLike, strategy: Optional[str] = None) -> str:
     """Where the model's step runs: ``"tpu"``, ``"gpu"``, ``"cpu"``, or ``"none"``.
 
     ``strategy=None`` means the strategy a reader would pick here: ``"tpu"`` on a TPU
@@ -58,28 +57,30 @@ def target(hw: Mapping[str, Any], strategy: Optional[str] = None) -> str:
         >>> target({"gpus": [], "tpu": True}), target({"gpus": [], "tpu": True}, "default")
         ('tpu', 'cpu')
     """
+    hw = Machine.of(hw)
     if strategy is None:
-        strategy = "tpu" if hw.get("tpu") else "default"
+        strategy = "tpu" if hw.tpu else "default"
     if strategy == "tpu":
-        return "tpu" if hw.get("tpu") else "none"
-    return "gpu" if hw.get("gpus") else "cpu"
+        return "tpu" if hw.tpu else "none"
+    return "gpu" if hw.gpus else "cpu"
 
 
-def where(hw: Mapping[str, Any], strategy: Optional[str] = None) -> str:
+def where(hw: MachineLike, strategy: Optional[str] = None) -> str:
     """A few words for the device the step runs on, e.g. ``"Tesla T4 (compute capability 7.5)"``.
 
     Example:
         >>> where({"gpus": [], "cpu_flags": ("avx2",), "cpu_count": 2})
         'this CPU (2 cores, AVX2)'
     """
+    hw = Machine.of(hw)
     kind = target(hw, strategy)
     if kind == "tpu":
         return "a TPU"
     if kind == "none":
         return "this machine (no TPU)"
     if kind == "gpu":
-        gpus = hw.get("gpus") or []
-        name = gpus[0].get("name") or "GPU"
+        gpus = hw.gpus
+        name = gpus[0].name or "GPU"
         cc = best_compute_capability(hw)
         count = f"{len(gpus)}x " if len(gpus) > 1 else ""
         return f"{count}{name}" + (f" (compute capability {cc[0]}.{cc[1]})" if cc else "")
@@ -88,13 +89,13 @@ def where(hw: Mapping[str, Any], strategy: Optional[str] = None) -> str:
              "BF16" if flags & {"avx512_bf16", "amx_bf16"} else None,
              "FP16" if flags & {"avx512_fp16", "amx_fp16"} else None,
              "AMX" if "amx_tile" in flags else None]
-    cores = hw.get("cpu_count")
+    cores = hw.cpu_count
     details = ([f"{cores} core{'' if cores == 1 else 's'}"] if cores else []) + [f for f in feats if f]
-    host = "this TPU VM's host CPU" if hw.get("tpu") else "this CPU"
+    host = "this TPU VM's host CPU" if hw.tpu else "this CPU"
     return host + (f" ({', '.join(details)})" if details else "")
 
 
-def default_device(hw: Mapping[str, Any]) -> Equal:
+def default_device(hw: MachineLike) -> Equal:
     """Where a step with no strategy and no ``tf.device`` runs most of its ops, on this hardware.
 
     TensorFlow places an op on ``GPU:0`` whenever it sees a GPU and the op has a GPU
@@ -108,10 +109,11 @@ def default_device(hw: Mapping[str, Any]) -> Equal:
         (TF picks GPU:0 for every op with a GPU kernel whenever it sees a GPU; no strategy needed).
     """
     claim = "the device that runs most of a step's ops, with no strategy and no tf.device"
-    if hw.get("gpus"):
+    hw = Machine.of(hw)
+    if hw.gpus:
         return equal(claim, "GPU:0", why="TF picks GPU:0 for every op with a GPU kernel whenever it sees a "
                      "GPU; no strategy needed")
-    why = "no GPU here" + ("; the TPU runs a step only under strategy='tpu'" if hw.get("tpu") else "")
+    why = "no GPU here" + ("; the TPU runs a step only under strategy='tpu'" if hw.tpu else "")
     return equal(claim, "CPU:0", why=why)
 
 
@@ -139,7 +141,7 @@ def _downgrade(e: Expected, bound: Optional[str]) -> Expected:
                     e.than)
 
 
-def _precision(hw: Mapping[str, Any], value: str, kind: str, bound: Optional[str]) -> Expected:
+def _precision(hw: MachineLike, value: str, kind: str, bound: Optional[str]) -> Expected:
     than = "float32"
     if value == "off":
         raise ValueError("mixed_precision='off' is the float32 baseline; compare a policy against it")
@@ -248,13 +250,14 @@ def _steps_per_call(kind: str, bound: Optional[str]) -> Expected:
                     "short (a millisecond or so), little where the step's compute dominates", than)
 
 
-def _strategy(hw: Mapping[str, Any], value: str) -> Expected:
+def _strategy(hw: MachineLike, value: str) -> Expected:
     than = "one device (strategy='default')"
-    gpus = len(hw.get("gpus") or ())
+    hw = Machine.of(hw)
+    gpus = len(hw.gpus)
     if value == "default":
         raise ValueError("strategy='default' is the baseline; compare another strategy against it")
     if value == "tpu":
-        if not hw.get("tpu"):
+        if not hw.tpu:
             return Expected(None, "no TPU here: the run fails before any work; pick 'default'", than)
         return Expected(None, "without strategy='tpu' the step runs on the TPU VM's host CPU; the TPU "
                         "wins on compute-bound models, while a small model with one step per call "
@@ -284,7 +287,7 @@ def _strategy(hw: Mapping[str, Any], value: str) -> Expected:
                      "'parameter_server', 'tpu'")
 
 
-def _input(hw: Mapping[str, Any], knob: str, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+def _input(hw: MachineLike, knob: str, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
     cfg = _config(baseline)
     than = f"{knob}=False" if knob != "data_source" else (
         f"data_source={getattr(cfg, 'data_source', None) or 'generator'!r}")
@@ -296,7 +299,7 @@ def _input(hw: Mapping[str, Any], knob: str, value: Any, baseline: Any, bound: O
         if getattr(cfg, "data_source", None) == "generator":
             return Expected(NOT_SLOWER, "a Python generator holds the GIL, so parallel calls run one "
                             "at a time", than)
-        if (hw.get("cpu_count") or 2) < 2:
+        if (Machine.of(hw).cpu_count or 2) < 2:
             return Expected(NOT_SLOWER, "one CPU core: nothing to run in parallel", than)
     if knob == "prefetch":
         hidden = _hidden_by_prefetch(baseline)
@@ -325,7 +328,7 @@ def _sync(kind: str, value: Any) -> Expected:
                     "saves only the sync's own small cost", than)
 
 
-def _tf32(hw: Mapping[str, Any], value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+def _tf32(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
     """tf32=False: float32 matmuls and convolutions in full float32 instead of TF32."""
     than = "tf32=True (TensorFlow's default)"
     if value is not False:
@@ -357,39 +360,45 @@ def _tf32(hw: Mapping[str, Any], value: Any, baseline: Any, bound: Optional[str]
     return Expected(SLOWER, why, than)
 
 
-def _kind(hw: Mapping[str, Any], baseline: Any) -> str:
+def _kind(hw: MachineLike, baseline: Any) -> str:
     return target(hw, getattr(_config(baseline), "strategy", None))
 
 
-def _precision_rule(hw: Mapping[str, Any], value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+def _precision_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
     return _precision(hw, value, _kind(hw, baseline), bound)
 
 
-def _jit_rule(hw: Mapping[str, Any], value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+def _jit_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
     if not value:
         raise ValueError("jit_compile=False is the baseline; turn it on to compare")
     return _downgrade(_jit(_kind(hw, baseline), bound), bound)
 
 
-def _steps_rule(hw: Mapping[str, Any], value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+def _steps_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
     if value == 1:
         raise ValueError("steps_per_execution=1 is the baseline; compare a larger value")
     return _steps_per_call(_kind(hw, baseline), bound)
 
 
-def _strategy_rule(hw: Mapping[str, Any], value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+def _strategy_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
     return _strategy(hw, value)
 
 
-def _sync_rule(hw: Mapping[str, Any], value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+def _sync_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
     return _sync(_kind(hw, baseline), value)
 
 
 def _input_rule(knob: str) -> Rule:
-    def rule(hw: Mapping[str, Any], value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+    def rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
         return _input(hw, knob, value, baseline, bound)
     rule.__name__ = f"_{knob}_rule"
     return rule
+
+
+def _batch_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+    """A larger batch is more work per step: only time per example can be compared."""
+    return Expected(None, "a different batch is a different amount of work per step; compare time per "
+                          "example (a larger batch lowers it until the device is busy)")
 
 
 #: The one table: knob -> its rule. ``sync`` (value False) is timing without a device sync,
@@ -403,6 +412,7 @@ RULES: Dict[str, Rule] = {
     **{k: _input_rule(k) for k in ("prefetch", "parallel_map", "interleave", "cache", "vectorized_map",
                                    "data_source")},
     "sync": _sync_rule,
+    "batch_size": _batch_rule,
 }
 
 
@@ -428,7 +438,7 @@ TABLE_CHANGES: Tuple[Tuple[str, str, Any, Optional[str]], ...] = (
 MEMORY_MEASURES = ("peak", "batch")
 
 
-def precision_memory(hardware: Mapping[str, Any], value: str, baseline: Any = None, *,
+def precision_memory(hardware: MachineLike, value: str, baseline: Any = None, *,
                      measure: str = "peak") -> Union[Threshold, Unjudged]:
     """What a precision policy should do to memory on this hardware, as a ratio to float32.
 

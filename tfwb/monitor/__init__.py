@@ -1,7 +1,7 @@
 """Utilization monitoring: probes that read CPU/GPU use, and the background Sampler.
 
 Owns everything that watches the machine while a run trains. Pure of TensorFlow,
-IPython, widgets and matplotlib; NVML is touched only in ``tfwb.monitor.nvml``.
+IPython, widgets and matplotlib; NVML is touched only in ``tfwb.nvml``.
 Stand-ins for tests (a fake NVML, a scripted probe) live in ``tfwb.monitor.fakes``
 and are not part of this package's public names.
 
@@ -16,7 +16,7 @@ Example:
 """
 from __future__ import annotations
 
-from tfwb.monitor.nvml import NvmlProbe, driver_version, gpu_info, nvml_available
+from tfwb.nvml import NvmlProbe, driver_version, gpu_info, nvml_available
 from tfwb.monitor.probes import Probe, PsutilProbe
 from tfwb.monitor.sampler import MIN_INTERVAL_S, THREAD_NAME, Sampler, default_probes, sampler_threads
 

@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from tfwb.monitor.nvml import NvmlProbe, nvml_available  # noqa: F401 - used in the examples
+from tfwb.nvml import NvmlProbe, nvml_available  # noqa: F401 - used in the examples
 
 
 # -- a stand-in for pynvml ---------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Owns the probe protocol and the CPU/RAM probe on psutil (the fake probe for tests is in
 ``tfwb.monitor.fakes``).
-The NVML probe lives in ``tfwb.monitor.nvml`` so that all NVML calls stay in one place.
+The NVML probe lives in ``tfwb.nvml`` so that all NVML calls stay in one place.
 """
 from __future__ import annotations
 

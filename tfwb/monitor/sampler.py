@@ -12,7 +12,8 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from tfwb.records import Sample
-from tfwb.monitor.probes import PROBE_FIELDS, Probe
+from tfwb import nvml
+from tfwb.monitor.probes import PROBE_FIELDS, Probe, PsutilProbe
 
 #: Shortest allowed period: below it the probes' own cost and NVML's ~200 ms window
 #: make more samples meaningless.
@@ -42,16 +43,13 @@ def default_probes() -> List[Probe]:
         ``[PsutilProbe()]`` plus ``NvmlProbe()`` when ``nvml_available()``; a probe that
         cannot be built here (psutil missing) is left out.
     """
-    from tfwb.monitor.nvml import NvmlProbe, nvml_available
-    from tfwb.monitor.probes import PsutilProbe
-
     probes: List[Probe] = []
     try:
         probes.append(PsutilProbe())
     except Exception:  # noqa: BLE001 - psutil missing or refused: sample without it
         pass
-    if nvml_available():
-        probes.append(NvmlProbe())
+    if nvml.nvml_available():
+        probes.append(nvml.NvmlProbe())
     return probes
 
 

@@ -1,7 +1,30 @@
-"""Sweeps: a search over knobs for the fastest configuration that still trains.
+"""Sweeps: a search over knobs for the fastest configuration that still trains correctly.
 
-``tfwb.sweep(baseline, space)`` is the function; this package holds its parts.
+``tfwb.sweep(baseline, space)`` is the function; this package holds its parts, one
+concept per module:
+
+- ``space``: the knob space (the default space, checking a space, its candidates);
+- ``rungs``: what a sweep will run (``plan``: the candidates, the steps of each rung),
+  before anything runs;
+- ``search``: successive halving (``sweep``) and the exhaustive grid it replaces;
+- ``result``: ``SweepResult`` and ``Trial``, how a run is scored, and their text;
+- ``progress``: ``SweepProgress``, what a progress bar is given.
+
+Pure: no TensorFlow, no UI library (charts: ``tfwb.ui.charts.sweep``; a notebook bar:
+``tfwb.ui.sweep_progress``; the command: ``tfwb.cli.sweep``).
+
+Example:
+    >>> from tfwb import RunConfig
+    >>> from tfwb.sweeps import plan
+    >>> plan(RunConfig(workload="mlp"), {"prefetch": [False, True]}, rungs=2).rung_steps
+    (10, 30)
 """
-from tfwb.sweeps.search import SweepResult, sweep
+from tfwb.sweeps.rungs import Plan, plan, rung_steps
+from tfwb.sweeps.progress import SweepProgress
+from tfwb.sweeps.result import SweepResult, Trial
+from tfwb.sweeps.search import GridResult, exhaustive, sweep
+from tfwb.sweeps.space import FIXED_KNOBS, Candidate, candidates, check_space, default_space
 
-__all__ = ["SweepResult", "sweep"]
+__all__ = ["sweep", "plan", "Plan", "SweepResult", "Trial", "SweepProgress", "exhaustive", "GridResult",
+           "default_space", "check_space", "candidates", "Candidate", "rung_steps",
+           "FIXED_KNOBS"]

@@ -73,8 +73,9 @@ class KnobControl(abc.ABC):
         widget: the ipywidgets control (CSS class ``tfwb-knob-<name>``).
 
     Example:
-        >>> c = build_control("steps", KNOBS["steps"], 40)   # doctest: +SKIP
-        >>> c.widget.value = "300"; c.read()                    # doctest: +SKIP
+        >>> from tfwb.config import KNOBS
+        >>> c = build_control("steps", KNOBS["steps"], 40)
+        >>> c.widget.value = "300"; c.read()
         300
     """
 

@@ -1,6 +1,6 @@
 """A sweep's progress bar in a notebook: pass it as ``tfwb.sweep(..., progress=bar)``.
 
-A thin widget over the pure ``tfwb.sweeps.search.SweepProgress``: a bar of the planned runs
+A thin widget over the pure ``tfwb.sweeps.progress.SweepProgress``: a bar of the planned runs
 (it fills as runs finish and moves within a run step by step) and one line of text
 (``SweepProgress.text()``). It updates in place in JupyterLab, Notebook 7, VS Code and
 Colab, and can be built and driven without being shown (tests set it and read it).
@@ -16,8 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 import ipywidgets as W
+from IPython.display import display
 
-from tfwb.sweeps.search import SweepProgress
+from tfwb.sweeps.progress import SweepProgress
 
 #: Bar resolution: the bar counts thousandths of the planned work.
 STEPS = 1000
@@ -50,6 +51,4 @@ class SweepProgressBar:
             self.bar.bar_style = "success"
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
-
         display(self.widget)

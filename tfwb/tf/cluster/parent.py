@@ -1,8 +1,10 @@
 """A local cluster: worker processes on this machine, on TensorFlow's own distributed runtime.
 
 ``tfwb.run(RunConfig(strategy="multi_worker", workers=2))`` (or ``"parameter_server"``)
-in a process that is not part of a cluster (no ``TF_CONFIG``) comes here.
-``run_local_cluster``:
+in a process that is not part of a cluster (no ``TF_CONFIG``) comes here: the
+local cluster is a second runner, ``run_cluster(cfg, observers)``, on the same
+lifecycle as the single-process one (``tfwb.lifecycle``: observers driven on the
+chief's reported steps, one step log -> RunResult conversion). ``run_cluster``:
 
 1. checks what it can before any work: the machine can host ``workers`` processes
    (a CPU core each, a GPU each where there are GPUs, memory), the workload can be
@@ -42,7 +44,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import datetime
 import json
 import os
 import queue
@@ -53,13 +54,18 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
-from typing import Any, Callable, Deque, Dict, List, Optional, Sequence
+from typing import Any, Deque, Dict, List, Optional, Sequence
 
 from tfwb import tfconfig
 from tfwb.config import RunConfig
-from tfwb.observers import Dispatch, Observer, Progress as ProgressObserver, RunState, StepLog
+from tfwb.lifecycle import Lifecycle, new_run_id, now_iso
+from tfwb.observers import Observer
 from tfwb.records import RunResult
+from tfwb.tf.runner.strategies import cpu_cores
+from tfwb.workloads import Ref, get_workload
+import tfwb
+from tfwb.tf.runner.strategies import CLUSTER_STRATEGIES, in_worker
+from tfwb.tf.workloads.image_files import ensure_images
 
 REPORT = tfconfig.REPORT
 #: Seconds the cluster has from starting its processes until every worker finished its first step
@@ -72,8 +78,6 @@ WORKER_MEMORY_MIB = 700
 EXIT_PORT_TAKEN = tfconfig.EXIT_PORT_TAKEN
 PORT_ATTEMPTS = 3
 POLL_S = 0.05
-
-Progress = Callable[[int, int], None]
 
 
 # -- what the parent checks before any work ----------------------------------------------------
@@ -118,8 +122,6 @@ def placement(workers: int, parameter_server: bool = False) -> List[dict]:
             CPU cores, more than its GPUs (where it has GPUs), or more than its free memory
             holds (``WORKER_MEMORY_MIB`` each). The message says what it has and what to pick.
     """
-    from tfwb.tf.runner.strategies import cpu_cores
-
     try:
         cores = sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -153,8 +155,6 @@ def workload_spec(name: str) -> Optional[dict]:
             cannot import a lambda or a notebook's function) or a loss that is neither
             ``None`` nor a Keras loss object; the message says how to register it instead.
     """
-    from tfwb.workloads import Ref, get_workload
-
     w = get_workload(name)
     if w.builtin:
         return None
@@ -285,8 +285,6 @@ def _kill(workers: Sequence[_Worker]) -> None:
 
 
 def _worker_env(tfc: tfconfig.TFConfig, share: dict, machine_has_gpus: bool) -> Dict[str, str]:
-    import tfwb
-
     env = dict(os.environ)
     env.update({
         "TF_CONFIG": tfc.to_json(),
@@ -307,26 +305,25 @@ def _failed_before_start(cfg: RunConfig, error: BaseException, raise_errors: boo
     if raise_errors:
         raise error
     return RunResult(config=cfg, status="failed", error=f"{type(error).__name__}: {error}",
-                     examples_per_step=cfg.batch_size, started_at=started_at, run_id=uuid.uuid4().hex[:12])
+                     examples_per_step=cfg.batch_size, started_at=started_at, run_id=new_run_id())
 
 
-def run_local_cluster(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bool = False,
-                      dataset: Any = None, observers: Sequence[Observer] = (),
-                      start_timeout_s: float = START_TIMEOUT_S, step_timeout_s: float = STEP_TIMEOUT_S
-                      ) -> RunResult:
+def run_cluster(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_errors: bool = False,
+                dataset: Any = None, start_timeout_s: float = START_TIMEOUT_S,
+                step_timeout_s: float = STEP_TIMEOUT_S) -> RunResult:
     """Run ``cfg`` on ``cfg.workers`` worker processes on this machine and gather one result.
 
     Args:
         cfg: the knobs; ``strategy`` must be ``"multi_worker"`` or ``"parameter_server"``.
-        progress: ``progress(steps_done, steps_total)`` as the chief reports its steps.
+        observers: run in this process on the chief's reported steps (``Progress``, a
+            target loss, a Stop button: a stop they request ends every worker and keeps
+            the steps so far; with ``interrupted=True`` the run is ``"interrupted"``);
+            ``run.extras["cluster"]`` holds the workers' ``pids`` and ``addresses`` from
+            the start. Observers that act on the training process itself (a profiler
+            window) cannot reach the workers.
         raise_errors: raise instead of returning a failed result (``RuntimeError`` for a
             worker that crashed or hung, ``ValueError`` for a bad request).
         dataset: must be ``None``: a dataset object cannot reach other processes.
-        observers: run in this process on the chief's reported steps (progress, a target
-            loss, a Stop button: a stop they request ends every worker and keeps the
-            steps so far); ``run.extras["cluster"]`` holds the workers' ``pids`` and
-            ``addresses`` from the start. Observers that act on the training process
-            itself (a profiler window) cannot reach the workers.
         start_timeout_s: seconds for every worker to start and finish its first step
             (TensorFlow imported, cluster joined, model built, step traced).
         step_timeout_s: seconds a worker may report no step, after its first, before it
@@ -341,10 +338,8 @@ def run_local_cluster(cfg: RunConfig, *, progress: Optional[Progress] = None, ra
         ValueError: (only with ``raise_errors``) for a request that cannot run here.
         RuntimeError: (only with ``raise_errors``) when a worker crashed or hung.
     """
-    started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    started_at = now_iso()
     try:
-        from tfwb.tf.runner.strategies import CLUSTER_STRATEGIES, in_worker
-
         if cfg.strategy not in CLUSTER_STRATEGIES:
             raise ValueError(f"strategy={cfg.strategy!r}: a local cluster runs strategy "
                              f"{' or '.join(map(repr, CLUSTER_STRATEGIES))}")
@@ -368,20 +363,18 @@ def run_local_cluster(cfg: RunConfig, *, progress: Optional[Progress] = None, ra
                              f"strategy={cfg.strategy!r} with workers={cfg.workers} (the global batch is split "
                              "evenly among them)")
         if cfg.workload == "images":
-            from tfwb.tf.workloads.image_files import ensure_images
-
             ensure_images(cfg.resolved_size, cfg.seed)   # once here, not raced by every worker
     except ValueError as e:
         return _failed_before_start(cfg, e, raise_errors, started_at)
     sent = cfg.replace(size=cfg.resolved_size)           # what size='auto' means in this process
-    return _Cluster(cfg, sent, spec, shares, progress, observers, start_timeout_s, step_timeout_s,
+    return _Cluster(cfg, sent, spec, shares, observers, start_timeout_s, step_timeout_s,
                     started_at, raise_errors).run()
 
 
 class _Cluster:
-    """One local cluster run: start, watch, gather, stop (``run_local_cluster``)."""
+    """One local cluster run: start, watch, gather, stop (``run_cluster``)."""
 
-    def __init__(self, cfg, sent, spec, shares, progress, observers, start_timeout_s, step_timeout_s,
+    def __init__(self, cfg, sent, spec, shares, observers, start_timeout_s, step_timeout_s,
                  started_at, raise_errors) -> None:
         self.cfg, self.sent, self.spec, self.shares = cfg, sent, spec, shares
         self.start_timeout_s, self.step_timeout_s = start_timeout_s, step_timeout_s
@@ -389,16 +382,9 @@ class _Cluster:
         self.events: "queue.Queue" = queue.Queue()
         self.workers: List[_Worker] = []
         self.t0 = time.perf_counter()
-        spe = cfg.steps_per_execution
-        warmup_calls, calls = cfg.calls
-        self.warmup_calls = warmup_calls
-        self.log = StepLog()
-        self.state = RunState(config=cfg, log=self.log, clock=self.clock,
-                              total_steps=(warmup_calls + calls) * spe, warmup_steps=warmup_calls * spe,
-                              steps_per_call=spe)
-        extra = [ProgressObserver(progress)] if progress is not None else []
-        self.dispatch = Dispatch([*extra, *observers])
-        self.run_started = False
+        self.life = Lifecycle(cfg, observers, clock=self.clock)
+        self.life.started_at = started_at
+        self.log, self.state = self.life.log, self.life.state
         self.start_s: Optional[float] = None
         self.tmp = tempfile.mkdtemp(prefix="tfwb-cluster-")
         self.notes: List[str] = []
@@ -454,8 +440,8 @@ class _Cluster:
             w.eof = True
 
     def _chief_step(self, ev: dict) -> None:
-        if not self.run_started:
-            self._start_observers()
+        if not self.life.started:
+            self.life.start()
         log = self.log
         log.times_s.append(ev["time_s"])
         log.starts_s.append(ev["start_s"])
@@ -465,17 +451,7 @@ class _Cluster:
         if "grad_norm" in ev:
             log.grad_norms.append(ev["grad_norm"])
             log.loss_scales.append(ev["loss_scale"])
-        step = ev["step"]
-        for hook in self.dispatch.on_step_end:
-            hook(self.state, step)
-        if step + 1 == self.warmup_calls:
-            self.dispatch.call("on_warmup_end", self.state)
-
-    def _start_observers(self) -> None:
-        self.run_started = True
-        self.dispatch.call("on_run_start", self.state)
-        if self.warmup_calls == 0:
-            self.dispatch.call("on_warmup_end", self.state)
+        self.life.step_end(ev["step"])
 
     def _check(self) -> bool:
         """True when every reporting process finished; raises ``_ClusterFailed`` / ``_PortTaken``."""
@@ -542,7 +518,7 @@ class _Cluster:
 
     # -- the whole run --------------------------------------------------------------------------
     def run(self) -> RunResult:
-        status, error, stop_reason = "ok", None, None
+        failed, error = False, None
         failure: Optional[BaseException] = None
         try:
             for attempt in range(PORT_ATTEMPTS):
@@ -558,7 +534,6 @@ class _Cluster:
                         if self.start_s is None and trainers and all(x.started_s is not None for x in trainers):
                             self.start_s = max(x.started_s for x in trainers)
                         if self.state.stop_reason is not None:
-                            stop_reason = self.state.stop_reason
                             break
                     break
                 except _PortTaken as e:
@@ -569,33 +544,24 @@ class _Cluster:
         except _ClusterFailed as e:
             t_detect = time.perf_counter()
             _kill(self.workers)
-            status, failure = "failed", e
+            failed, failure = True, e
             error = (f"{e}. Every worker process was stopped ({time.perf_counter() - t_detect:.1f} s after the "
                      f"failure was seen, {self.clock():.1f} s after the cluster started)")
         except KeyboardInterrupt:
             _kill(self.workers)
-            status, error = "interrupted", "interrupted by the user (every worker process was stopped)"
+            self.life.interrupt()                 # the same stop as a Stop button's
         except BaseException as e:   # an observer failed, or this process is going down
             _kill(self.workers)
-            status, error, failure = "failed", f"{type(e).__name__}: {e}", e
+            failed, error, failure = True, f"{type(e).__name__}: {e}", e
         finally:
             _kill(self.workers)      # a no-op for processes already gone
             shutil.rmtree(self.tmp, ignore_errors=True)
-        if stop_reason is not None and status == "ok":
-            self.notes.append(f"stopped by an observer ({stop_reason}): every worker process was ended")
-        result = self._gather(status, error, stop_reason)
-        self.state.status = result.status
-        for hook in self.dispatch.on_run_end:
-            if not self.run_started:
-                break
-            try:
-                hook(self.state)
-            except Exception as e:  # noqa: BLE001
-                self.notes.append(f"observer {type(getattr(hook, '__self__', hook)).__name__} failed at the end "
-                                  f"of the run: {type(e).__name__}: {e}")
-        if self.state.notes or self.state.extras:      # what observers added (the gathered facts win)
-            result = dataclasses.replace(result, notes=result.notes + tuple(self.state.notes),
-                                         extras={**self.state.extras, **result.extras})
+        chief = self.workers[0].result if self.workers else None
+        whole = not failed and self.state.stop_reason is None and chief is not None
+        if self.state.stop_reason is not None and not failed:
+            self.notes.append(f"stopped ({self.state.stop_reason}): every worker process was stopped")
+        self.life.end(chief.status if whole else self.life.status(failed))
+        result = self._gather(self.state.status, error, whole)
         if failure is not None and self.raise_errors:
             if isinstance(failure, _ClusterFailed):
                 raise RuntimeError(error) from None
@@ -630,7 +596,9 @@ class _Cluster:
                 facts["losses_identical"] = same_length and not any(diffs)
         return facts
 
-    def _gather(self, status: str, error: Optional[str], stop_reason: Optional[str]) -> RunResult:
+    def _gather(self, status: str, error: Optional[str], whole: bool) -> RunResult:
+        """The cluster's RunResult: the chief's own, when every worker ran to the end
+        (``whole``); else built from the steps the chief reported (``tfwb.lifecycle``)."""
         cfg = self.cfg
         facts = self._cluster_facts()
         chief = self.workers[0].result if self.workers else None
@@ -647,30 +615,21 @@ class _Cluster:
             notes.append(f"cluster start: {self.start_s:.1f} s from starting the processes until every "
                          "trainer had imported TensorFlow, joined the cluster and built the model")
         notes += self.notes
-        if status == "ok" and stop_reason is None and chief is not None:
+        if whole:
             if facts.get("losses_identical") is False:
                 notes.append(f"the workers' losses differ by up to {facts['largest_loss_difference']:.3g} "
                              "(they all-reduce the same loss, so they should be identical)")
             failed = [w for w in self.workers if w.result is not None and w.result.status != chief.status]
             if failed:
                 notes.append("; ".join(f"{w.name}: {w.result.status}: {w.result.error}" for w in failed))
+            # What observers in this process added (notes, extras) joins the chief's; the gathered facts win.
             return dataclasses.replace(
                 chief, config=cfg, setup_s=self.start_s if self.start_s is not None else chief.setup_s,
-                started_at=self.started_at, run_id=uuid.uuid4().hex[:12], notes=tuple(notes) + chief.notes,
-                extras={**chief.extras, "cluster": facts},
+                started_at=self.started_at, run_id=new_run_id(),
+                notes=tuple(notes) + chief.notes + tuple(self.state.notes),
+                extras={**self.state.extras, **chief.extras, "cluster": facts},
                 error=(f"{self.workers[0].name}: {chief.error}" if chief.error else None))
         # Failed, interrupted or stopped: what the chief reported before the end.
-        spe = cfg.steps_per_execution
-        times = [t / spe for t in self.log.times_s]
-        w = min(self.warmup_calls, len(times))
-        waits = self.log.waits_s if len(self.log.waits_s) == len(self.log.times_s) else []
         replicas = self.workers[0].replicas if self.workers else None   # num_replicas_in_sync of the chief
-        return RunResult(
-            config=cfg, status=status, error=error, stop_reason=stop_reason,
-            warmup_times_s=times[:w], warmup_input_wait_s=waits[:w], warmup_start_s=self.log.starts_s[:w],
-            warmup_losses=self.log.losses[:w], step_times_s=times[w:], input_wait_s=waits[w:],
-            step_start_s=self.log.starts_s[w:], losses=self.log.losses[w:],
-            grad_norms=self.log.grad_norms, loss_scales=self.log.loss_scales,
-            examples_per_step=cfg.batch_size, setup_s=self.start_s or 0.0, started_at=self.started_at,
-            run_id=uuid.uuid4().hex[:12], notes=tuple(notes), extras={"cluster": facts},
-            steps_per_call=spe, replicas=replicas)
+        return self.life.result(status, error, setup_s=self.start_s or 0.0, notes=notes,
+                                extras={"cluster": facts}, replicas=replicas)

@@ -18,6 +18,10 @@ from tfwb import tfconfig
 from tfwb.config import RunConfig
 from tfwb.observers import Observer, RunState
 from tfwb.records import RunResult
+from tfwb.workloads import register_workload
+from tfwb.tf.runner.strategies import cpu_cores
+from tfwb.tf.runner.strategies import CLUSTER_STRATEGIES, multi_worker_strategy, parameter_server_strategy
+from tfwb.tf.runner.train import run_process
 
 REPORT = tfconfig.REPORT
 
@@ -26,7 +30,6 @@ def register_spec(spec: Optional[dict]) -> None:
     """Register the workload ``workload_spec`` described (in a worker process)."""
     if not spec:
         return
-    from tfwb.workloads import register_workload
 
     loss = None
     if spec.get("loss") is not None:
@@ -70,7 +73,6 @@ def serve(tfc: tfconfig.TFConfig, report: bool = False) -> None:
     """
     import tensorflow as tf
 
-    from tfwb.tf.runner.strategies import cpu_cores
 
     # Pinned to one core, a server gets one inter-op thread from TensorFlow, and the chief's
     # first scheduled step never finished here (TF 2.21): give it at least two.
@@ -91,18 +93,15 @@ def worker_main(cfg: RunConfig, *, report: bool = False, observers: Sequence[Obs
     """Run ``cfg`` as this process's part of the cluster its ``TF_CONFIG`` describes.
 
     ``multi_worker``: creates ``MultiWorkerMirroredStrategy`` first (before anything
-    starts TensorFlow's runtime), then ``tfwb.run(cfg)`` under it. ``parameter_server``:
+    starts TensorFlow's runtime), then the single-process runner (``run_process``) under it. ``parameter_server``:
     the chief does the same with ``ParameterServerStrategy``; a worker or ps task
     serves (``serve``) and never returns. With ``report`` every set-up, step and the
-    result go to stdout as ``@tfwb`` lines for ``run_local_cluster``.
+    result go to stdout as ``@tfwb`` lines for ``run_cluster``.
 
     Raises:
         ValueError: without a (well-formed) ``TF_CONFIG``, or for a strategy that does
             not run on a cluster.
     """
-    from tfwb.tf.runner.strategies import CLUSTER_STRATEGIES, multi_worker_strategy, parameter_server_strategy
-    from tfwb.tf.runner.train import run
-
     tfc = tfconfig.from_environ()
     if cfg.strategy not in CLUSTER_STRATEGIES:
         raise ValueError(f"strategy={cfg.strategy!r} is not allowed in a worker; a worker runs "
@@ -114,7 +113,7 @@ def worker_main(cfg: RunConfig, *, report: bool = False, observers: Sequence[Obs
     if report:
         emit("ready", task=tfc.who, replicas=strategy.num_replicas_in_sync, strategy_s=time.perf_counter() - t0)
     extra: List[Observer] = [Reporter()] if report else []
-    result = run(cfg, observers=[*extra, *observers])
+    result = run_process(cfg, [*extra, *observers])
     if report:
         sys.stdout.write(f'{REPORT}{{"event":"result","result":{result.to_json()}}}\n')
         sys.stdout.flush()

@@ -15,7 +15,7 @@ Caveats: the values are samples of a moving target (AUTOTUNE re-optimizes every
 few hundred milliseconds), profiling costs time (never take throughput from a
 traced run), and the event format is TensorFlow's internal one; it is read
 defensively and an unknown shape gives empty results, not an error. The measured
-alternative, which needs no profiler, is ``sweep``: fix the value yourself and
+alternative, which needs no profiler, is ``scan``: fix the value yourself and
 time the pipeline at each setting, AUTOTUNE included.
 
 ``train_on`` trains a ``RunConfig``'s model on any dataset (e.g. one built with a
@@ -36,6 +36,9 @@ from tfwb.config import RunConfig
 from tfwb.records import RunResult
 from tfwb.tf.lab.profiler import ProfilerSession
 from tfwb.tf.lab.timing import dataset_throughput
+from tfwb.workloads import get_workload
+from tfwb.tf.runner.pipeline import Tuning, build_dataset
+from tfwb.tf.run import run
 
 #: Settings AUTOTUNE (or you) set, shown as they change over the trace.
 TUNED_KEYS = ("parallelism", "buffer_limit", "cycle_length", "max_batch_results")
@@ -246,8 +249,8 @@ def trace_pipeline(dataset: tf.data.Dataset, batches: int = 20, *, warmup: int =
     return _parse_capture(session)
 
 
-def sweep(cfg: RunConfig, setting: str, values: Iterable[Optional[int]], *, batches: int = 20,
-          warmup: int = 3, workload=None) -> List[dict]:
+def scan(cfg: RunConfig, setting: str, values: Iterable[Optional[int]], *, batches: int = 20,
+         warmup: int = 3, workload=None) -> List[dict]:
     """Time the pipeline alone at each value of one ``Tuning`` setting (``None`` = AUTOTUNE).
 
     Args:
@@ -265,9 +268,6 @@ def sweep(cfg: RunConfig, setting: str, values: Iterable[Optional[int]], *, batc
     Raises:
         ValueError: for an unknown setting or a bad value (from ``Tuning``).
     """
-    from tfwb.workloads import get_workload
-    from tfwb.tf.runner.pipeline import Tuning, build_dataset
-
     if setting not in ("map_parallel_calls", "interleave_parallel_calls", "prefetch_buffer", "io_threads"):
         raise ValueError(f"setting={setting!r} is not allowed; one of 'map_parallel_calls', "
                          "'interleave_parallel_calls', 'prefetch_buffer', 'io_threads'")
@@ -296,7 +296,5 @@ def train_on(cfg: RunConfig, dataset: tf.data.Dataset, *, label: str) -> RunResu
     Raises:
         whatever building or training raises (unlike ``tfwb.run``, nothing is caught).
     """
-    from tfwb.tf.runner.train import run
-
     result = run(cfg.replace(label=label), dataset=dataset, raise_errors=True)
     return dataclasses.replace(result, notes=result.notes + (f"data: {label} (a dataset built outside RunConfig)",))

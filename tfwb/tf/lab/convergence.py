@@ -42,7 +42,8 @@ from tfwb.tf.runner.devices import setup_devices
 from tfwb.tf.runner.optimizers import make_optimizer
 from tfwb.tf.runner.pipeline import build_dataset
 from tfwb.tf.runner.step import per_example_loss
-from tfwb.tf.runner.train import prepared, run
+from tfwb.tf.run import run
+from tfwb.tf.runner.train import prepared
 
 __all__ = ["to_target", "TargetRuns", "lr_sweep", "Sweep", "clip_directions", "ClipDirections",
            "ClipDirection", "HeldOutLoss", "held_out", "held_out_curves", "cosine", "blew_up",

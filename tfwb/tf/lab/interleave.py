@@ -33,6 +33,8 @@ from typing import Callable, List, Optional, Tuple
 from tfwb import stats
 from tfwb.config import RunConfig
 from tfwb.observers import StepLog
+from tfwb.tf.runner.train import prepared, timed_steps
+from tfwb.tf.run import run
 
 __all__ = ["compare_interleaved", "can_warm_interleave", "round_order"]
 
@@ -130,8 +132,6 @@ def compare_interleaved(baseline: RunConfig, candidate: RunConfig, *, rounds: Op
 
 
 def _warm_rounds(configs, rounds: int, k: int, settle: int, progress) -> Tuple[List[float], List[float]]:
-    from tfwb.tf.runner.train import prepared, timed_steps
-
     t0 = time.perf_counter()
 
     def clock() -> float:
@@ -154,8 +154,6 @@ def _warm_rounds(configs, rounds: int, k: int, settle: int, progress) -> Tuple[L
 
 
 def _whole_run_rounds(configs, rounds: int, steps: Optional[int], progress) -> Tuple[List[float], List[float]]:
-    from tfwb.tf.runner.train import run
-
     times: Tuple[List[float], List[float]] = ([], [])
     for r in range(rounds):
         for which in round_order(r):

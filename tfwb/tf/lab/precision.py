@@ -38,6 +38,8 @@ import tensorflow as tf
 from tfwb.config import MIXED_PRECISION, RunConfig
 from tfwb.workloads import get_workload
 from tfwb.tf.runner.step import per_example_loss
+from tfwb.tf.runner.train import prepared
+from tfwb.tf.run import run
 
 __all__ = ["policy", "policy_name", "ScaleCount", "Underflow", "underflow", "underflow_during", "count_lost",
            "BatchSearch", "search_largest", "largest_batch", "largest_batches", "batches_text",
@@ -312,7 +314,6 @@ def underflow_during(cfg: RunConfig, checkpoints: Sequence[int], *,
             or any(b <= a for a, b in zip(steps, steps[1:]))):
         raise ValueError(f"checkpoints={steps!r} is not allowed; give one or more ints >= 0, strictly "
                          "ascending (float32 steps trained before each measured step)")
-    from tfwb.tf.runner.train import prepared      # the runner's own setup: same data, model, optimizer, step
 
     base = cfg.replace(mixed_precision="off", strategy="default", steps_per_execution=1,
                        jit_compile=False, grad_norms=False, execution="graph")
@@ -499,8 +500,6 @@ def _detected_device(cfg: RunConfig) -> str:
 
 def _fits_by_running(cfg: RunConfig, steps: int) -> Callable[[int], bool]:
     """``fits(batch)``: a short ``tfwb.run`` at that batch; out of memory is False, other errors raise."""
-    from tfwb.tf.runner.train import run
-
     def fits(batch: int) -> bool:
         try:
             run(cfg.replace(batch_size=batch, steps=steps, warmup_steps=1,

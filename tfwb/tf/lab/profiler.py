@@ -34,6 +34,8 @@ from tfwb.observers import Observer, RunState
 from tfwb.records import RunResult
 from tfwb.tf.runner.quiet import native_stderr_captured
 from tfwb.tf.lab.tensorboard import Scalars, check_logdir, free_run_dir
+from tfwb.tf.runner.train import _TF_LOG_LINE
+from tfwb.tf.run import run
 
 _active = {"session": None}
 
@@ -219,7 +221,6 @@ def tool_data(xplane: str, tool: str) -> Any:
     convert = _converter()
     if convert is None:
         raise RuntimeError(f"reading a profile needs xprof: {INSTALL_HINT}")
-    from tfwb.tf.runner.train import _TF_LOG_LINE
 
     # xprof's native library logs to file descriptor 2 (oneDNN's line, absl's start-up warning):
     # held back, so a notebook cell shows the report, not log lines; anything else is replayed.
@@ -627,7 +628,6 @@ def profile(cfg: RunConfig, steps: int = 5, *, skip: int = 0, logdir: "str | os.
     run_dir = free_run_dir(root, cfg.label or cfg.workload)
     name = os.path.basename(run_dir)
     window = ProfileWindow(run_dir, steps=steps, skip=skip)
-    from tfwb.tf.runner.train import run
 
     result = run(cfg, progress=progress, dataset=dataset,
                  observers=[window, Scalars(root, name=name), *observers])

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from tfwb.config import RunConfig, fast_mode, set_auto_size
+from tfwb.tf.run import run
 
 #: A full-size ``images`` step slower than this makes ``size="auto"`` pick small.
 DEFAULT_BUDGET_S = 0.4
@@ -67,7 +68,6 @@ def choose_size(budget_s: float = DEFAULT_BUDGET_S, *, steps: int = 3) -> SizeCh
     if fast_mode():
         set_auto_size("small")
         return SizeChoice("small", None, budget_s, "TFWB_FAST=1 asks for the small sizes (nothing measured)")
-    from tfwb.tf.runner.train import run
 
     probe = run(RunConfig(size="full", data_source="memory", steps=steps, warmup_steps=1,
                           label="size probe"))

@@ -11,7 +11,8 @@ JupyterLab or Colab, ``tensorboard --logdir DIR`` in a terminal.
 ``check_logdir`` is the one check of a log folder (created if missing, writable),
 used before any work by ``Scalars``, ``tfwb.profile``, the command line's
 ``--logdir`` and the Workbench. ``notebook_setup`` prepares ``%tensorboard`` for the
-kernel it runs in and says where TensorBoard will show (JupyterLab, Colab, Binder).
+kernel it runs in and says where TensorBoard will show (JupyterLab, Colab, Binder);
+``notebook_view`` adds whether a chapter's cell should start it here.
 """
 from __future__ import annotations
 
@@ -22,10 +23,12 @@ import os
 import re
 import shutil
 import sys
-from typing import MutableMapping, Optional
+from dataclasses import dataclass
+from typing import MutableMapping, Optional, Tuple
 
 import tensorflow as tf
 
+from tfwb.config import fast_mode
 from tfwb.observers import Observer, RunState
 
 #: What a run's folder name may contain; anything else becomes ``_``.
@@ -110,6 +113,12 @@ def notebook_setup(environ: Optional[MutableMapping[str, str]] = None, *, progra
         >>> print(notebook_setup())  # doctest: +SKIP
         %tensorboard --logdir DIR shows TensorBoard below the cell.
     """
+    return _prepare(environ, program=program, has_proxy=has_proxy, in_colab=in_colab)[1]
+
+
+def _prepare(environ: Optional[MutableMapping[str, str]], *, program: Optional[str],
+             has_proxy: Optional[bool], in_colab: Optional[bool]) -> Tuple[bool, str]:
+    """``notebook_setup``'s work: (whether ``%tensorboard`` can show below the cell, the sentence)."""
     env = os.environ if environ is None else environ
     if program is None:
         program = shutil.which("tensorboard", path=env.get("PATH"))
@@ -118,22 +127,75 @@ def notebook_setup(environ: Optional[MutableMapping[str, str]] = None, *, progra
         if os.path.exists(beside):
             env["TENSORBOARD_BINARY"] = beside
         else:
-            return ("the tensorboard program is not installed in this kernel's environment: "
-                    "pip install tensorboard, then %tensorboard --logdir DIR")
+            return False, ("the tensorboard program is not installed in this kernel's environment: "
+                           "pip install tensorboard, then %tensorboard --logdir DIR")
     colab = in_colab if in_colab is not None else "google.colab" in sys.modules
     if colab:
-        return "%tensorboard --logdir DIR shows TensorBoard below the cell (Colab proxies its port)."
+        return True, "%tensorboard --logdir DIR shows TensorBoard below the cell (Colab proxies its port)."
     prefix = env.get("JUPYTERHUB_SERVICE_PREFIX")
     if prefix:
         proxy = has_proxy if has_proxy is not None else importlib.util.find_spec("jupyter_server_proxy") is not None
         if proxy:
             env.setdefault("TENSORBOARD_PROXY_URL", prefix.rstrip("/") + "/proxy/%PORT%/")
-            return ("%tensorboard --logdir DIR shows TensorBoard below the cell, through this "
-                    "JupyterHub's proxy (jupyter-server-proxy).")
-        return ("this is a JupyterHub (Binder): your browser cannot reach TensorBoard's port here, and "
-                "jupyter-server-proxy is not installed, so %tensorboard shows nothing; read the tables and "
-                "charts in the notebook, or download DIR and run tensorboard --logdir DIR on your machine.")
-    return "%tensorboard --logdir DIR shows TensorBoard below the cell."
+            return True, ("%tensorboard --logdir DIR shows TensorBoard below the cell, through this "
+                          "JupyterHub's proxy (jupyter-server-proxy).")
+        return False, ("this is a JupyterHub (Binder): your browser cannot reach TensorBoard's port here, and "
+                       "jupyter-server-proxy is not installed, so %tensorboard shows nothing; read the tables and "
+                       "charts in the notebook, or download DIR and run tensorboard --logdir DIR on your machine.")
+    return True, "%tensorboard --logdir DIR shows TensorBoard below the cell."
+
+
+@dataclass(frozen=True)
+class NotebookView:
+    """Whether a notebook cell should open TensorBoard here, and what to print either way.
+
+    Attributes:
+        show: True when ``%tensorboard --logdir LOGDIR`` can show TensorBoard below the
+            cell and should be run.
+        text: what the cell prints: where TensorBoard shows, or why not and what to do instead.
+    """
+
+    show: bool
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def notebook_view(logdir: "str | os.PathLike", environ: Optional[MutableMapping[str, str]] = None, *,
+                  fast: Optional[bool] = None, program: Optional[str] = None,
+                  has_proxy: Optional[bool] = None, in_colab: Optional[bool] = None) -> NotebookView:
+    """Prepare ``%tensorboard`` for this kernel (``notebook_setup``) and decide whether to start it.
+
+    TensorBoard is started where it can show below the cell (a local JupyterLab, Colab, a
+    JupyterHub with ``jupyter-server-proxy``) and not in small mode (``TFWB_FAST=1``: the
+    tests, Binder), where a server would outlive the run for nobody to look at.
+
+    Args:
+        logdir: the folder TensorBoard reads; the text names it.
+        environ, program, has_proxy, in_colab: as for ``notebook_setup`` (defaults: looked up).
+        fast: small mode (default ``tfwb.config.fast_mode()``).
+
+    Returns:
+        A NotebookView; the cell prints ``view.text`` and runs ``%tensorboard`` when ``view.show``.
+
+    Example:
+        >>> view = notebook_view("logs", {}, fast=True, program="/usr/bin/tensorboard", in_colab=False)
+        >>> view.show
+        False
+        >>> print(view.text)
+        %tensorboard --logdir logs shows TensorBoard below the cell.
+        not started here (TFWB_FAST=1): run %load_ext tensorboard, then %tensorboard --logdir logs
+    """
+    path = os.fspath(logdir)
+    can_show, text = _prepare(environ, program=program, has_proxy=has_proxy, in_colab=in_colab)
+    text = text.replace("DIR", path)
+    if fast is None:
+        fast = fast_mode()
+    if can_show and fast:
+        return NotebookView(False, text + f"\nnot started here (TFWB_FAST=1): run %load_ext tensorboard, "
+                                          f"then %tensorboard --logdir {path}")
+    return NotebookView(can_show, text)
 
 
 class Scalars(Observer):

@@ -7,12 +7,11 @@ import keras
 import tensorflow as tf
 
 from tfwb.config import RunConfig
+from tfwb import hardware
 
 
 def fingerprint(cfg: RunConfig, strategy=None) -> dict:
     """Versions, devices and machine a run used (JSON-ready)."""
-    from tfwb import hardware
-
     gpus = []
     for d in tf.config.list_physical_devices("GPU"):
         details = tf.config.experimental.get_device_details(d)
@@ -23,8 +22,8 @@ def fingerprint(cfg: RunConfig, strategy=None) -> dict:
     return {
         "tensorflow": tf.__version__, "keras": keras.__version__,
         "python": platform.python_version(), "platform": platform.platform(),
-        "cpu_model": hw.get("cpu_model"), "cpu_count": hw.get("cpu_count"),
-        "environment": hw.get("environment"), "gpus": gpus,
+        "cpu_model": hw.cpu_model, "cpu_count": hw.cpu_count,
+        "environment": hw.environment, "gpus": gpus,
         "logical_devices": [d.name for d in tf.config.list_logical_devices()],
         "replicas": strategy.num_replicas_in_sync if strategy is not None else None,
         "size": cfg.resolved_size,              # "auto" resolved: small under TFWB_FAST=1

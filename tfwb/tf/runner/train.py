@@ -1,4 +1,9 @@
-"""The runner: one RunConfig in, one measured RunResult out.
+"""The single-process runner: one RunConfig in, one measured RunResult out (``run_process``).
+
+``tfwb.run`` (``tfwb.tf.run``) picks this runner, or the local cluster for a cluster
+strategy; like every runner it is called as ``run_process(cfg, observers)``. The
+observers' lifecycle and the step log -> RunResult conversion are ``tfwb.lifecycle``'s,
+shared with the cluster.
 
 A custom training loop (GradientTape under the strategy's scope), because it is
 what the seeds teach, it gives exact control over what is timed, and Keras 3
@@ -25,11 +30,8 @@ started yet (see ``tfwb.tf.runner.devices``). Importing this module changes noth
 from __future__ import annotations
 
 import contextlib
-import datetime
 import math
 import re
-import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, List, Optional, Sequence
 
@@ -37,10 +39,11 @@ import keras
 import tensorflow as tf
 
 from tfwb.config import RunConfig
+from tfwb.lifecycle import Lifecycle, run_clock
 from tfwb.monitor import Sampler, default_probes
-from tfwb.observers import Dispatch, Observer, Progress as ProgressObserver, RunState, StepLog
+from tfwb.observers import Dispatch, Observer, RunState, StepLog
 from tfwb.records import RunResult
-from tfwb.workloads import get_workload
+from tfwb.workloads import Workload, get_workload
 from tfwb.tf.runner.pipeline import build_dataset
 from tfwb.tf.runner.quiet import native_stderr_captured
 from tfwb.tf.runner.devices import device_sync, setup_devices
@@ -50,9 +53,7 @@ from tfwb.tf.runner.optimizers import make_optimizer
 from tfwb.tf.runner.step import make_step, per_example_loss, tracing_count
 from tfwb.tf.runner.strategies import CLUSTER_STRATEGIES, coordinate, distribute, distribution_facts, in_worker, make_strategy, prepare
 
-__all__ = ["run", "prepared", "timed_steps", "Prepared", "StepLog", "make_optimizer", "fingerprint"]
-
-Progress = Callable[[int, int], None]
+__all__ = ["run_process", "prepared", "timed_steps", "Prepared", "StepLog", "make_optimizer", "fingerprint"]
 
 
 @dataclass
@@ -82,9 +83,9 @@ class Prepared:
         return self.step(x, y)
 
 
-def timed_steps(p: Prepared, n: int, clock: Callable[[], float], log: StepLog,
-                progress: Optional[Progress] = None, *, state: Optional[RunState] = None,
-                dispatch: Optional[Dispatch] = None, first: int = 0) -> StepLog:
+def timed_steps(p: Prepared, n: int, clock: Callable[[], float], log: StepLog, *,
+                state: Optional[RunState] = None, dispatch: Optional[Dispatch] = None,
+                first: int = 0) -> StepLog:
     """Run ``n`` calls of ``p``'s step, timing each: fetch, step, read the loss, sync devices.
 
     This is all the instrumentation a step gets; ``benchmarks/overhead.py`` measures
@@ -96,9 +97,11 @@ def timed_steps(p: Prepared, n: int, clock: Callable[[], float], log: StepLog,
         n: calls to run.
         clock: seconds on the run's clock.
         log: appended to, call by call.
-        progress: ``progress(done, n)`` after each call (no observers needed).
-        state, dispatch: the run's observers (``tfwb.run`` passes them).
+        state, dispatch: the run's observers (``run_process`` passes its lifecycle's).
         first: index of the first call (observers see ``first + i``).
+
+    Returns:
+        ``log``.
     """
     sync = device_sync()
     norms = p.cfg.grad_norms
@@ -129,8 +132,6 @@ def timed_steps(p: Prepared, n: int, clock: Callable[[], float], log: StepLog,
             log.loss_scales.append(float(out["loss_scale"]))
         for hook in end:
             hook(state, step)
-        if progress is not None:
-            progress(i + 1, n)
         if not math.isfinite(loss_value) and state is not None:
             state.diverged_at = step              # a NaN/inf loss: nothing after it means anything
             break
@@ -139,21 +140,41 @@ def timed_steps(p: Prepared, n: int, clock: Callable[[], float], log: StepLog,
     return log
 
 
+def set_up(cfg: RunConfig) -> Workload:
+    """What must happen once per run before TF's runtime starts; returns the workload.
+
+    A worker's multi-worker strategy first (``prepare``), then ``setup_devices()`` (a
+    no-op once the runtime runs), then the workload, looked up by name once.
+
+    Raises:
+        ValueError: for a workload that is not registered.
+    """
+    prepare(cfg)
+    setup_devices()
+    return get_workload(cfg.workload)
+
+
 @contextlib.contextmanager
-def prepared(cfg: RunConfig, dataset: Optional[tf.data.Dataset] = None) -> Iterator[Prepared]:
+def prepared(cfg: RunConfig, dataset: Optional[tf.data.Dataset] = None, *,
+             workload: Optional[Workload] = None) -> Iterator[Prepared]:
     """Build strategy, data, model, optimizer and step for ``cfg``; restore the dtype policy on exit.
 
-    ``dataset`` (batches of ``cfg.batch_size``) replaces the pipeline ``cfg``'s knobs
-    would build, for variants a RunConfig cannot express (``tfwb.tf.runner.pipeline.Tuning``).
+    Args:
+        cfg: the knobs.
+        dataset: batches of ``cfg.batch_size`` that replace the pipeline ``cfg``'s knobs
+            would build, for variants a RunConfig cannot express (``tfwb.tf.runner.pipeline.Tuning``).
+        workload: ``set_up(cfg)``'s result when the caller already ran it (``run_process``
+            does); ``None`` runs it here.
 
     Raises:
         ValueError: for a knob this machine or workload cannot honour.
     """
     previous_policy = keras.mixed_precision.global_policy()
+    previous_tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
+    tf.config.experimental.enable_tensor_float_32_execution(cfg.tf32)   # TF32 on Ampere+ GPUs; no effect elsewhere
     try:
-        prepare(cfg)           # a worker's multi-worker strategy: before TF's runtime starts
-        setup_devices()        # before anything starts TF's runtime; a no-op afterwards
-        workload = get_workload(cfg.workload)
+        if workload is None:
+            workload = set_up(cfg)
         keras.utils.set_random_seed(cfg.seed)
         strategy = make_strategy(cfg)
         if cfg.batch_size % strategy.num_replicas_in_sync:
@@ -184,133 +205,94 @@ def prepared(cfg: RunConfig, dataset: Optional[tf.data.Dataset] = None) -> Itera
         yield Prepared(cfg, strategy, model, optimizer, step, iter(dataset), takes_iterator, notes)
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
+        tf.config.experimental.enable_tensor_float_32_execution(previous_tf32)
 
 
-def run(cfg: RunConfig, *, progress: Optional[Progress] = None, raise_errors: bool = False,
-        dataset: Optional[tf.data.Dataset] = None, observers: Sequence[Observer] = ()) -> RunResult:
-    """Train ``cfg.workload`` for ``warmup_steps + steps`` steps and measure each one.
+def run_process(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_errors: bool = False,
+                dataset: Optional[tf.data.Dataset] = None) -> RunResult:
+    """Train ``cfg.workload`` in this process for ``warmup_steps + steps`` steps and measure each one.
+
+    The single-process runner (``tfwb.run`` picks it for every strategy but a local
+    cluster's, and inside a cluster's worker).
 
     Args:
         cfg: the knobs.
-        progress: called as ``progress(steps_done, steps_total)`` after every step
-            (warm-up included), on the training thread.
+        observers: ``tfwb.observers.Observer``s called around the run and each step,
+            after the built-in utilization sampler and memory peak (e.g.
+            ``Progress(callback)``, ``StopFlag()``, ``StopAtLoss(0.5)``,
+            ``tfwb.tf.lab.profiler.ProfileWindow(dir)``).
         raise_errors: re-raise a failure instead of returning a failed result.
         dataset: batches to train on instead of the pipeline ``cfg`` describes
             (the pipeline knobs are then only labels; a note says so).
-        observers: ``tfwb.observers.Observer``s called around the run and each step,
-            after the built-in utilization sampler (e.g. ``StopAtLoss(0.5)``,
-            ``tfwb.tf.lab.profiler.ProfileWindow(dir)``, ``tfwb.tf.lab.tensorboard.Scalars(dir)``).
 
     Returns:
         A RunResult. A failure (bad knob for this hardware, out of memory, an error
         in user code) returns ``status="failed"`` with the message and the steps
-        measured so far; Ctrl-C / kernel interrupt returns ``status="interrupted"``
-        with the steps it finished; an observer's stop gives ``status="ok"`` with
+        measured so far; a stop requested with ``interrupted=True`` (Stop button,
+        kernel interrupt) or a KeyboardInterrupt returns ``status="interrupted"`` with
+        the steps it finished; any other observer's stop gives ``status="ok"`` with
         ``stop_reason`` set. The dtype policy is restored either way.
 
+    Raises:
+        TypeError: for a ``cfg`` that is not a RunConfig.
+        ValueError: for a cluster strategy outside a cluster's worker (``tfwb.run``
+            starts a local cluster for it).
+
     Example:
-        >>> result = run(RunConfig(steps=10, prefetch=True))   # doctest: +SKIP
-        >>> print(result.summary())                           # doctest: +SKIP
+        >>> result = run_process(RunConfig(steps=10, prefetch=True))   # doctest: +SKIP
+        >>> print(result.summary())                                   # doctest: +SKIP
     """
     if not isinstance(cfg, RunConfig):
         raise TypeError(f"run() needs a RunConfig, got {type(cfg).__name__}")
     if cfg.strategy in CLUSTER_STRATEGIES and not in_worker():
-        # Not a worker of a cluster: start a local one (one process per worker) and gather it.
-        from tfwb.tf.cluster.parent import run_local_cluster
-
-        return run_local_cluster(cfg, progress=progress, raise_errors=raise_errors, dataset=dataset,
-                                 observers=observers)
-    started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    t_origin = time.perf_counter()
-
-    def clock() -> float:
-        return time.perf_counter() - t_origin
-
-    log = StepLog()
-    spe = cfg.steps_per_execution
-    warmup_calls, calls = cfg.calls
-    state = RunState(config=cfg, log=log, clock=clock, total_steps=(warmup_calls + calls) * spe,
-                     warmup_steps=warmup_calls * spe, steps_per_call=spe)
-    if spe > 1 and (warmup_calls * spe, calls * spe) != (cfg.warmup_steps, cfg.steps):
-        state.notes.append(f"steps_per_execution={spe}: warm-up {cfg.warmup_steps} -> {warmup_calls * spe} "
-                           f"and measured {cfg.steps} -> {calls * spe} steps, rounded up to whole calls")
+        raise ValueError(f"strategy={cfg.strategy!r} runs on a cluster: call tfwb.run (it starts a local "
+                         "one), or run this in a worker process (TF_CONFIG set)")
+    clock = run_clock()                            # the sampler's and the steps' clock
     sampler = Sampler(interval_s=cfg.sample_interval_s, probes=default_probes(), clock=clock)
-    extra = [ProgressObserver(progress)] if progress is not None else []
-    dispatch = Dispatch([sampler, MemoryPeak(), *extra, *observers])   # the sampler first: the others read its samples
-    facts = {"error": None, "setup_s": 0.0, "fp": {}, "traces": None, "traces_warm": None, "replicas": None}
-    started = False
+    # The sampler first (the others read its samples); its on_run_end runs even when setup failed.
+    life = Lifecycle(cfg, [sampler, MemoryPeak(), *observers], always=(sampler,), clock=clock)
+    state, log, spe = life.state, life.log, cfg.steps_per_execution
+    if spe > 1 and (life.warmup_calls * spe, life.calls * spe) != (cfg.warmup_steps, cfg.steps):
+        state.notes.append(f"steps_per_execution={spe}: warm-up {cfg.warmup_steps} -> {life.warmup_calls * spe} "
+                           f"and measured {cfg.steps} -> {life.calls * spe} steps, rounded up to whole calls")
+    facts: dict = {"setup_s": 0.0, "fingerprint": {}, "traces": None, "traces_warm": None, "replicas": None}
+    failed, error = False, None
     # TF's C++ code writes to stderr directly (oneDNN's fallbacks, ...): held back here and
     # kept as notes on the result, so a notebook cell shows the run, not TF's log lines.
     with native_stderr_captured() as native:
         try:
-            prepare(cfg)                          # a worker's multi-worker strategy comes first
-            setup_devices()                       # before anything starts TF's runtime (see devices.py)
-            sampler.start()                       # from the start: setup shows on the utilization chart
-            facts["fp"] = fingerprint(cfg)        # so a run that fails in setup still says where it ran
-            with prepared(cfg, dataset) as p:
+            workload = set_up(cfg)                 # once per run, before anything starts TF's runtime
+            sampler.start()                        # from the start: setup shows on the utilization chart
+            facts["fingerprint"] = fingerprint(cfg)   # so a run that fails in setup still says where it ran
+            with prepared(cfg, dataset, workload=workload) as p:
                 state.notes.extend(p.notes)
-                state.model = p.model             # for observers that evaluate it (held-out loss)
-                facts["fp"] = fingerprint(cfg, p.strategy)
+                state.model = p.model              # for observers that evaluate it (held-out loss)
+                facts["fingerprint"] = fingerprint(cfg, p.strategy)
                 facts["replicas"] = p.strategy.num_replicas_in_sync
                 state.extras["distribution"] = distribution_facts(cfg, p.strategy)
-                facts["setup_s"] = clock()
-                started = True
-                dispatch.call("on_run_start", state)
-                timed_steps(p, warmup_calls, clock, log, state=state, dispatch=dispatch)
+                facts["setup_s"] = life.clock()
+                life.start()
+                timed_steps(p, life.warmup_calls, life.clock, log, state=state, dispatch=life.dispatch)
                 facts["traces_warm"] = tracing_count(p.step)
-                dispatch.call("on_warmup_end", state)
-                if state.stop_reason is None and state.diverged_at is None:
-                    timed_steps(p, calls, clock, log, state=state, dispatch=dispatch, first=len(log.times_s))
+                life.warmup_end()
+                if not life.should_stop:
+                    timed_steps(p, life.calls, life.clock, log, state=state, dispatch=life.dispatch,
+                                first=len(log.times_s))
                 facts["traces"] = tracing_count(p.step)
-            state.status = "ok"
             if state.diverged_at is not None:
-                state.status = "diverged"
-                facts["error"] = (f"the loss became {log.losses[-1]} at step {(state.diverged_at + 1) * spe} "
-                                  f"(warm-up included): the run diverged; lower learning_rate "
-                                  f"(now {cfg.learning_rate:g}) or clip the gradients (clip='global_norm:1.0')")
+                error = (f"the loss became {log.losses[-1]} at step {(state.diverged_at + 1) * spe} "
+                         f"(warm-up included): the run diverged; lower learning_rate "
+                         f"(now {cfg.learning_rate:g}) or clip the gradients (clip='global_norm:1.0')")
         except KeyboardInterrupt:
-            state.status, facts["error"] = "interrupted", "interrupted by the user"
+            life.interrupt()                       # the same stop as a Stop button's
         except Exception as e:  # noqa: BLE001 - every failure becomes a failed result
-            state.status, facts["error"] = "failed", _describe(e, cfg)
+            failed, error = True, _describe(e, cfg)
             if raise_errors:
-                _end(dispatch, state, sampler, started)
+                life.end("failed")
                 raise
     state.notes.extend(_native_notes(native))
-    _end(dispatch, state, sampler, started)
-    times = [t / spe for t in log.times_s]          # per training step, whatever the call ran
-    waits, starts, losses = log.waits_s, log.starts_s, log.losses
-    w = min(warmup_calls, len(times))
-    traces, warm = facts["traces"], facts["traces_warm"]
-    after = traces - warm if traces is not None and warm is not None else None
-    if after:
-        state.notes.append(f"the step function was traced {after} more time(s) after warm-up (retracing: "
-                           "new input shapes or dtypes, or a Python value passed as an argument)")
-    return RunResult(
-        config=cfg, status=state.status, error=facts["error"],
-        warmup_times_s=times[:w], warmup_input_wait_s=waits[:w], warmup_start_s=starts[:w],
-        warmup_losses=losses[:w],
-        step_times_s=times[w:], input_wait_s=waits[w:], step_start_s=starts[w:], losses=losses[w:],
-        samples=state.samples, examples_per_step=cfg.batch_size, setup_s=facts["setup_s"],
-        fingerprint=facts["fp"], started_at=started_at, run_id=uuid.uuid4().hex[:12],
-        notes=tuple(state.notes), stop_reason=state.stop_reason, extras=state.extras,
-        steps_per_call=spe, traces=traces, traces_after_warmup=after,
-        grad_norms=log.grad_norms, loss_scales=log.loss_scales, replicas=facts["replicas"],
-    )
-
-
-def _end(dispatch: Dispatch, state: RunState, sampler: Sampler, started: bool) -> None:
-    """Call ``on_run_end`` (the sampler's always; the others' when ``on_run_start`` ran).
-
-    An observer that fails here adds a note instead of hiding the run's own result.
-    """
-    for hook in dispatch.on_run_end:
-        if not started and getattr(hook, "__self__", None) is not sampler:
-            continue
-        try:
-            hook(state)
-        except Exception as e:  # noqa: BLE001
-            state.notes.append(f"observer {type(getattr(hook, '__self__', hook)).__name__} failed at "
-                               f"the end of the run: {type(e).__name__}: {e}")
+    life.end(life.status(failed))
+    return life.result(state.status, error, **facts)
 
 
 _TF_LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:. ]+\d+ [\w./-]+:\d+\] (?P<message>.*)$")

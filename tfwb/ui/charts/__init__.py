@@ -109,7 +109,7 @@ def draw_step_times(ax: Axes, result: RunResult) -> None:
             (the error, in ``FAILED_COLOR``, for a run that did not finish).
 
     Example:
-        >>> fig = Figure(); draw_step_times(fig.subplots(), result)  # doctest: +SKIP
+        >>> fig = Figure(); draw_step_times(fig.subplots(), result)
     """
     measured_ms = [t * 1e3 for t in result.step_times_s]
     warmup_ms = [t * 1e3 for t in result.warmup_times_s]
@@ -219,7 +219,7 @@ def draw_utilization(ax: Axes, result: RunResult) -> None:
         result: a RunResult; one with no samples gets a message instead of axes.
 
     Example:
-        >>> fig = Figure(); draw_utilization(fig.subplots(), result)  # doctest: +SKIP
+        >>> fig = Figure(); draw_utilization(fig.subplots(), result)
     """
     samples = sorted(result.samples, key=lambda s: s.t_s)
     if not samples:
@@ -393,7 +393,7 @@ def draw_comparison(ax: Axes, results: Sequence[RunResult], baseline: Optional[R
         ValueError: for another ``versus``.
 
     Example:
-        >>> fig = Figure(); draw_comparison(fig.subplots(), results)  # doctest: +SKIP
+        >>> fig = Figure(); draw_comparison(fig.subplots(), results)
     """
     if versus not in ("previous", "baseline"):
         raise ValueError(f"versus={versus!r} is not allowed; use 'previous' or 'baseline'")
@@ -507,7 +507,7 @@ def run_chart_png(result: RunResult, *, width_in: float = 9.0, height_in: float 
         PNG bytes.
 
     Example:
-        >>> run_chart_png(result)[:4]  # doctest: +SKIP
+        >>> run_chart_png(result)[:4]
         b'\\x89PNG'
     """
     if not result.step_times_s and not result.warmup_times_s and not result.samples:
@@ -763,7 +763,7 @@ def draw_curves(ax: Axes, results: Sequence[RunResult], quantity: str = "loss") 
                             label=f"{name}: {what}")
                     drawn += [v for v in curves[key] if v == v]
             continue
-        values = list(r.warmup_losses) + list(r.losses) if quantity == "loss" else list(r.grad_norms)
+        values = list(r.all_losses) if quantity == "loss" else list(r.all_grad_norms)
         if not values:
             continue
         steps = _steps_axis(r, len(values))

@@ -22,7 +22,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
 from tfwb import report, stats
-from tfwb.sweeps.search import FAILED, FINALIST, SLOWER, WINNER, WORSE, SweepResult, Trial, per_example_s
+from tfwb.sweeps.result import FAILED, FINALIST, SLOWER, WINNER, WORSE, SweepResult, Trial, example_times_s
 from tfwb.ui.charts import _message, figure_png
 
 WINNER_COLOR = report.FASTER_COLOR
@@ -46,7 +46,7 @@ def _value(result: SweepResult, run) -> Optional[float]:
         return None
     _, scale = _unit(result)
     if result.per_batch:
-        return stats.median(per_example_s(run)) * scale
+        return run.per_example_s * scale
     return run.median_step_s * scale
 
 
@@ -186,7 +186,7 @@ def draw_finalists(ax: Axes, result: SweepResult) -> None:
     ylabel, scale = _unit(result)
     names, meds, lows, highs, colors = [], [], [], [], []
     for label, run, color in rows:
-        times = per_example_s(run) if result.per_batch else list(run.step_times_s)
+        times = example_times_s(run) if result.per_batch else list(run.step_times_s)
         s = stats.Spread.of(times)
         names.append("\n".join(textwrap.wrap(label, 30)))
         meds.append(s.median * scale)

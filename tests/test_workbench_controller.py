@@ -1,0 +1,253 @@
+"""tfwb.ui.controller: the Workbench's runs without its widgets.
+
+Knob inputs are plain objects and the renderer is an event recorder, so nothing is
+displayed and no widget is built; ``tfwb.ui.controller`` imports no ipywidgets at all.
+The runner is the shared ``FakeRunner`` (no TensorFlow).
+"""
+import subprocess
+import sys
+import threading
+
+import pytest
+from fakes import GATE_TIMEOUT_S, FakeRunner
+
+from tfwb.config import RunConfig
+from tfwb.history import History
+from tfwb.records import RunResult
+from tfwb.ui.controller import ControllerEvents, WorkbenchController
+
+BASE = RunConfig(steps=6, warmup_steps=2)
+
+
+class Box:
+    """A knob input holding text, read with a parser (as a Text control is)."""
+
+    def __init__(self, value, parse=lambda v: v):
+        self.value, self.parse = value, parse
+
+    def read(self):
+        return self.parse(self.value)
+
+    def show(self, value):
+        self.value = value
+
+    def reset(self, value):
+        self.value = value
+
+
+def steps_text(value):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"steps={value!r} is not allowed; steps must be an integer >= 1") from None
+
+
+class Recorder(ControllerEvents):
+    """Every event, in order, as (name, details); the controller's state at each one."""
+
+    def __init__(self, controller):
+        self.controller, self.seen = controller, []
+
+    def on_changes_refused(self, error):
+        self.seen.append(("refused", str(error)))
+
+    def on_config_refused(self, error):
+        self.seen.append(("bad knob", str(error)))
+
+    def on_run_start(self, cfg, number, note, stoppable):
+        self.seen.append(("start", (number, note, stoppable, self.controller.running)))
+
+    def on_progress(self, steps_done, steps_total, stopping):
+        self.seen.append(("progress", (steps_done, steps_total, stopping)))
+
+    def on_result(self, result, number, note, problems):
+        self.seen.append(("result", (number, result.status, note, tuple(problems),
+                                     self.controller.results[-1] is result)))
+
+    def on_idle(self):
+        self.seen.append(("idle", self.controller.running))
+
+    def names(self):
+        return [name for name, _ in self.seen]
+
+
+def make(runner=None, inputs=None, **kwargs):
+    runner = runner or FakeRunner()
+    bench = WorkbenchController(kwargs.pop("baseline", BASE), runner=runner, **kwargs)
+    bench.inputs = inputs if inputs is not None else {"prefetch": Box(False), "steps": Box("6", steps_text)}
+    events = bench.events = Recorder(bench)
+    return bench, runner, events
+
+
+def test_the_inputs_and_the_changes_make_the_config():
+    bench, runner, _ = make()
+    bench.inputs["prefetch"].value = True
+    assert bench.config() == BASE.replace(prefetch=True)
+    bench.run(steps=3, sample_interval_s=0.5, label="try")
+    assert runner.calls[-1] == BASE.replace(prefetch=True, steps=3, sample_interval_s=0.5, label="try")
+    assert bench.inputs["steps"].value == 3                    # the input shows what ran
+    assert bench.config() == BASE.replace(prefetch=True, steps=3, sample_interval_s=0.5)   # label: one run
+    bench.reset()
+    assert bench.config() == BASE and bench.inputs["prefetch"].value is False
+
+
+def test_a_run_tells_the_events_in_order_and_records_the_result(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    bench, runner, events = make(history_path=path)
+    result = bench.run()
+    assert result.ok and bench.results == [result] and History(path).load() == [result]
+    assert events.names() == ["start"] + ["progress"] * 8 + ["result", "idle"]
+    assert events.seen[0] == ("start", (1, None, False, True))      # inline: not stoppable by a click
+    assert events.seen[8] == ("progress", (8, 8, False))
+    assert events.seen[-2] == ("result", (1, "ok", None, (), True))
+    assert events.seen[-1] == ("idle", False) and not bench.running
+
+
+def test_a_refused_change_tells_the_events_and_changes_nothing():
+    bench, runner, events = make()
+    with pytest.raises(ValueError, match="batch_size=0"):
+        bench.run(batch_size=0, prefetch=True)
+    assert events.names() == ["refused"] and "batch_size=0" in events.seen[0][1]
+    assert runner.calls == [] and bench.results == [] and bench.inputs["prefetch"].value is False
+    with pytest.raises(ValueError, match="nonexistent"):
+        bench.run(nonexistent=1)
+    assert runner.calls == []
+
+
+def test_a_bad_knob_runs_nothing_a_click_does_not_raise():
+    bench, runner, events = make()
+    bench.inputs["steps"].value = "abc"
+    with pytest.raises(ValueError, match="steps='abc'"):
+        bench.run()                                             # refused as a change: the knobs are read
+    bench.click()
+    assert events.names() == ["refused", "bad knob"] and runner.calls == [] and bench.results == []
+    bench.run(steps=4)                                          # a change over the bad text
+    assert runner.calls[-1].steps == 4
+
+
+def test_what_the_runner_raises_becomes_a_recorded_result(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    bench, _, events = make(FakeRunner(raises=RuntimeError("device lost")), history_path=path)
+    failed = bench.run()
+    assert (failed.status, failed.error, failed.config) == ("failed", "RuntimeError: device lost", BASE)
+
+    def interrupted(cfg, observers):
+        for o in observers:
+            if hasattr(o, "callback"):
+                o.callback(3, 8)
+        raise KeyboardInterrupt
+
+    bench._runner = interrupted
+    stopped = bench.run()
+    assert stopped.status == "interrupted"
+    assert stopped.error == "interrupted by the user (KeyboardInterrupt) after 3 of 8 steps"
+    bench._runner = lambda cfg, observers: "not a result"
+    wrong = bench.run()
+    assert wrong.status == "failed" and wrong.error.startswith("TypeError: the runner returned str")
+    assert History(path).load() == bench.results == [failed, stopped, wrong]
+    assert events.names().count("idle") == 3 and not bench.running
+
+
+def test_a_history_that_cannot_be_written_is_said_and_the_result_kept(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    bench, _, events = make(history_path=blocker / "runs.jsonl")
+    result = bench.run()
+    number, status, _, problems, kept = events.seen[-2][1]
+    assert (number, status, kept) == (1, "ok", True) and bench.results == [result]
+    assert len(problems) == 1 and problems[0].startswith(f"not saved to {blocker / 'runs.jsonl'}")
+
+
+def test_a_background_run_is_stopped_from_another_thread():
+    bench, runner, events = make(FakeRunner(gate_step=3), background=True, baseline=BASE.replace(steps=300))
+    bench.click()
+    assert runner.at_gate.wait(GATE_TIMEOUT_S)
+    assert bench.running and runner.threads == ["tfwb-workbench-run"]
+    assert events.seen[0] == ("start", (1, None, True, True))
+    bench.click()                                               # a second click starts nothing
+    with pytest.raises(RuntimeError, match="in progress"):
+        bench.run()
+    assert bench.stop("Stop button") and bench.stopping
+    runner.release()
+    result = bench.wait(GATE_TIMEOUT_S)
+    assert result is bench.results[-1] and len(runner.calls) == 1 and not bench.running
+    assert result.status == "interrupted" and result.stop_reason == "stopped by the user (Stop button)"
+    assert len(result.warmup_times_s) + len(result.step_times_s) == 4
+    assert bench.stop() is False and not bench.bridge.armed
+
+
+def test_progress_says_stopping_once_a_stop_is_asked():
+    bench, runner, events = make(baseline=BASE.replace(steps=300))
+    runner.on_step = lambda step: bench.stop() if step == 4 else None
+    result = bench.run()
+    progress = [details for name, details in events.seen if name == "progress"]
+    assert [p[2] for p in progress] == [False] * 4 + [True]
+    assert result.status == "interrupted" and result.stop_reason == "stopped by the user (wb.stop())"
+
+
+def test_the_suggestion_is_applied_with_its_note():
+    bench, runner, events = make(FakeRunner(input_wait_s=0.05))          # half of each step waits
+    assert bench.suggestion() is None
+    with pytest.raises(ValueError, match="no suggestion"):
+        bench.apply_suggestion()
+    first = bench.run()
+    field, value, why = bench.suggestion()
+    assert (field, value) == ("prefetch", True)
+    bench.click(apply=True)                                     # what the Apply button does
+    assert runner.calls[-1] == first.config.replace(prefetch=True)
+    note = f"Applied the suggestion prefetch=True ({why})."
+    assert events.seen[-2][1][2] == note and bench.inputs["prefetch"].value is True
+
+
+def test_a_resumed_history_and_its_skipped_lines(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    bench, _, _ = make(history_path=path)
+    bench.run()
+    with open(path, "a") as fh:
+        fh.write(bench.results[0].to_json()[:40])
+    again, _, _ = make(history_path=path)
+    assert again.results == bench.results and [n for n, _ in again.skipped] == [2]
+    fresh, _, _ = make(history_path=path, resume=False)
+    assert fresh.results == [] and fresh.skipped == []
+
+
+def test_clicks_from_two_threads_start_one_run():
+    bench, runner, _ = make(FakeRunner(gate_step=0), background=True)
+    go = threading.Barrier(3)
+
+    def click():
+        go.wait(GATE_TIMEOUT_S)
+        bench.click()
+
+    threads = [threading.Thread(target=click) for _ in range(2)]
+    for t in threads:
+        t.start()
+    go.wait(GATE_TIMEOUT_S)
+    for t in threads:
+        t.join(GATE_TIMEOUT_S)
+    assert runner.at_gate.wait(GATE_TIMEOUT_S)
+    runner.release()
+    bench.wait(GATE_TIMEOUT_S)
+    assert len(runner.calls) == 1
+
+
+def test_a_bad_baseline_is_refused():
+    with pytest.raises(ValueError, match="baseline must be a RunConfig, got dict"):
+        WorkbenchController({"steps": 3})
+
+
+def test_no_widgets_and_no_tensorflow():
+    code = ("import sys, tfwb.ui.controller; "
+            "assert not {'ipywidgets', 'tensorflow', 'matplotlib'} & set(sys.modules), sys.modules.keys()")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_runner_gets_progress_and_the_stop_flag():
+    seen = []
+
+    def runner(cfg, observers):
+        seen.append([type(o).__name__ for o in observers])
+        return RunResult(config=cfg, step_times_s=(0.1,) * cfg.steps, examples_per_step=1)
+
+    bench = WorkbenchController(BASE, runner=runner)
+    assert bench.run().ok and seen == [["Progress", "StopFlag"]]

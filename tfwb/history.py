@@ -1,0 +1,159 @@
+"""The run history: RunResults kept as JSON lines in one file, so a dead kernel loses nothing.
+
+Owns ``History`` (append one result, load every complete one) and ``load_results``
+(``tfwb.load_results``). The Workbench, the sweep and ``python -m tfwb run --history``
+all write through it.
+
+A kernel can die in the middle of a write. What that leaves is a torn last line: the
+start of a record, no newline. Loading keeps every complete record before and after
+it, skips the torn line and reports it in ``History.skipped`` (line number, reason);
+the next append starts on a fresh line, so the torn line never swallows a later run.
+A line that is complete but not a RunResult (edited by hand, another program's
+output) is skipped and reported the same way.
+
+Pure: standard library and ``tfwb.records`` only.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from typing import List, Tuple
+
+from tfwb.records import RunResult
+
+__all__ = ["History", "load_results", "append_result"]
+
+
+class History:
+    """A JSON-lines file of RunResults, one per line.
+
+    Args:
+        path: the file. It and its folder are created by the first ``append``; a file
+            that does not exist yet is a history with no runs.
+
+    Attributes:
+        path: the file, as given (``os.fspath``).
+        skipped: after ``load()``, one ``(line number, reason)`` per line that was not a
+            complete RunResult (a write cut short, a line that is not a RunResult).
+
+    Example:
+        >>> import os, tempfile
+        >>> from tfwb.config import RunConfig
+        >>> h = History(os.path.join(tempfile.mkdtemp(), "runs.jsonl"))
+        >>> h.load()
+        []
+        >>> h.append(RunResult(config=RunConfig(batch_size=8)))
+        >>> [r.config.batch_size for r in h.load()], h.skipped
+        ([8], [])
+    """
+
+    def __init__(self, path: "os.PathLike[str] | str") -> None:
+        self.path = os.fspath(path)
+        self.skipped: List[Tuple[int, str]] = []
+
+    def __repr__(self) -> str:
+        return f"History({self.path!r})"
+
+    def append(self, result: RunResult) -> None:
+        """Append one result as a line of its own and flush it to disk.
+
+        The line goes out in one ``write`` on an ``O_APPEND`` descriptor (two processes
+        appending to one file do not interleave their lines), after a newline when the
+        file's last line was cut short by a crash.
+
+        Args:
+            result: the result to keep.
+
+        Raises:
+            TypeError: for something that is not a RunResult.
+            OSError: when the folder or file cannot be created or written.
+        """
+        if not isinstance(result, RunResult):
+            raise TypeError(f"result must be a RunResult, got {type(result).__name__}")
+        data = (result.to_json() + "\n").encode("utf-8")
+        folder = os.path.dirname(self.path)
+        if folder:
+            os.makedirs(folder, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                data = b"\n" + data            # a torn last line: do not glue this record onto it
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def load(self) -> List[RunResult]:
+        """Every complete result in the file, in order; what was skipped goes to ``skipped``.
+
+        Returns:
+            The results; ``[]`` for a file that does not exist yet. Blank lines are
+            ignored; a torn or invalid line is skipped and recorded in ``skipped`` as
+            ``(line number, reason)``, the reason naming what is wrong with it.
+
+        Raises:
+            OSError: when the path exists but cannot be read (a folder, no permission).
+        """
+        self.skipped = []
+        if not os.path.exists(self.path):
+            return []
+        with open(self.path, "rb") as fh:
+            raw_lines = fh.read().split(b"\n")
+        torn_tail = raw_lines[-1] != b""       # the file does not end with a newline
+        out: List[RunResult] = []
+        for n, raw in enumerate(raw_lines, 1):
+            if not raw.strip():
+                continue
+            try:
+                line = raw.decode("utf-8")
+                out.append(RunResult.from_json(line))
+            except UnicodeDecodeError as e:
+                self.skipped.append((n, f"not UTF-8 text ({e.reason} at byte {e.start})"))
+            except ValueError as e:
+                torn = torn_tail and n == len(raw_lines)
+                self.skipped.append((n, f"cut short (a write that did not finish): {e}" if torn else str(e)))
+        return out
+
+
+def load_results(path: "os.PathLike[str] | str") -> List[RunResult]:
+    """Every complete run in a history file (``tfwb.load_results``), warning about skipped lines.
+
+    A file that does not exist yet is a history with no runs. ``History(path).load()``
+    does the same without the warning and keeps what it skipped in ``skipped``.
+
+    Args:
+        path: the JSON-lines history file.
+
+    Returns:
+        The results, in order.
+
+    Raises:
+        OSError: when ``path`` exists but cannot be read.
+
+    Example:
+        >>> load_results("no-such-history.jsonl")
+        []
+    """
+    history = History(path)
+    results = history.load()
+    if history.skipped:
+        lines = "; ".join(f"line {n}: {why}" for n, why in history.skipped)
+        warnings.warn(f"{history.path}: skipped {len(history.skipped)} line(s) that are not complete "
+                      f"RunResults ({lines}); kept the {len(results)} complete one(s)", stacklevel=2)
+    return results
+
+
+def append_result(path: "os.PathLike[str] | str", result: RunResult) -> None:
+    """``History(path).append(result)``: one result onto a history file.
+
+    Args:
+        path: the JSON-lines history file (created with its folder when missing).
+        result: the result to keep.
+
+    Raises:
+        OSError: when the folder or file cannot be created or written.
+    """
+    History(path).append(result)

@@ -1,0 +1,131 @@
+"""A chapter's session: the setup every chapter starts with, and the line it ends with.
+
+Every chapter of the book starts the same way: TensorFlow imported without its
+start-up log lines, the CPU split into logical devices while that is still possible
+(``tfwb.setup_devices``), the workloads' size chosen by measuring this machine
+(``tfwb.choose_size``), the machine described (``tfwb.detect_hardware``). It ends by
+saying how long it took here. ``tfwb.chapter("NN")`` does the first and returns a
+``ChapterSession``; the chapter prints it, and prints ``ch.done()`` in its last cell::
+
+    ch = tfwb.chapter("00")      # the setup cell
+    print(ch)                     # the machine, and what size="auto" means here
+    ...
+    print(ch.done())              # "this chapter took 83 s here (small mode, ...)"
+
+The clock starts when ``tfwb.chapter`` is called (TensorFlow itself is imported when
+``tfwb.chapter`` is first looked up, just before). Nothing is printed here: the
+session returns its lines, the chapter prints them.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, List, Mapping, Optional, Union
+
+import tensorflow as tf
+
+from tfwb import book, hardware
+from tfwb.tf.lab.sizing import SizeChoice, choose_size
+from tfwb.tf.runner.devices import setup_devices
+
+
+@dataclass
+class ChapterSession:
+    """What a chapter's setup found, and its clock.
+
+    Attributes:
+        chapter: the chapter (``tfwb.book.Chapter``: number, path, title).
+        hw: the machine, as ``tfwb.detect_hardware()`` returns it.
+        size: what ``size="auto"`` means here, and why (``tfwb.tf.lab.sizing.SizeChoice``).
+        cpu_devices: the logical CPU devices TensorFlow sees (2 after the split on a
+            machine without a GPU, for ``strategy="mirrored"``).
+        started_s: the clock's reading when the setup began.
+        clock: seconds, monotonic (default ``time.perf_counter``; tests pass a fake).
+
+    Example:
+        >>> ch = tfwb.chapter("00")   # doctest: +SKIP
+        >>> ch.fast, ch.size.size     # doctest: +SKIP
+        (True, 'small')
+    """
+
+    chapter: book.Chapter
+    hw: Mapping[str, Any]
+    size: SizeChoice
+    cpu_devices: int
+    started_s: float
+    clock: Callable[[], float] = field(default=time.perf_counter, repr=False)
+
+    @property
+    def fast(self) -> bool:
+        """True when the small sizes were chosen (the chapters then run fewer steps too)."""
+        return self.size.size == "small"
+
+    @property
+    def has_gpu(self) -> bool:
+        """True when NVML found an NVIDIA GPU."""
+        return bool(self.hw.gpus)
+
+    def lines(self) -> List[str]:
+        """What the setup cell shows: the machine, the size and why, the CPU split without a GPU."""
+        out = [f"{self.chapter.number} · {self.chapter.title}", hardware.describe(self.hw), str(self.size)]
+        if not self.has_gpu:
+            out.append(f"{self.cpu_devices} logical CPU devices (no GPU: strategy='mirrored' runs its "
+                       "replicas on them)")
+        return out
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def elapsed_s(self) -> float:
+        """Seconds since the setup began."""
+        return self.clock() - self.started_s
+
+    def done(self) -> str:
+        """The chapter's last line: how long it took here, in which mode, on which machine.
+
+        Example:
+            >>> print(ch.done())   # doctest: +SKIP
+            this chapter took 83 s here (small mode, 2 CPU cores (AMD EPYC 9B14, AVX-512), 8 GiB RAM, no GPU, local)
+        """
+        return book.closing_line(self.elapsed_s(), self.fast, hardware.describe(self.hw))
+
+
+def chapter(number: Union[str, int], *, cpu_replicas: Optional[int] = None,
+            clock: Callable[[], float] = time.perf_counter) -> ChapterSession:
+    """Set up a chapter: devices, size, machine; returns the session the chapter prints.
+
+    In order: starts the clock; splits the CPU into ``cpu_replicas`` logical devices when
+    there is no GPU and TensorFlow's runtime has not started (``tfwb.setup_devices``);
+    sets TensorFlow's Python logger to WARNING (a strategy's set-up would fill cells with
+    INFO lines); picks the workloads' size (``tfwb.choose_size``: small under
+    ``TFWB_FAST=1``, else measured); describes the machine (``tfwb.detect_hardware``).
+
+    Args:
+        number: the chapter, ``"00"`` to ``"07"`` (see ``tfwb.book.CHAPTERS``).
+        cpu_replicas: logical CPU devices to make (default: ``tfwb.setup_devices``'s, 2).
+        clock: seconds, monotonic (default ``time.perf_counter``).
+
+    Returns:
+        A ChapterSession: ``.hw``, ``.size``, ``.fast``, ``.cpu_devices``; ``str()`` of it
+        is what the setup cell prints, ``.done()`` the chapter's last line.
+
+    Raises:
+        ValueError: for a chapter number the book does not have (checked before any work),
+            or a bad ``cpu_replicas``.
+
+    Example:
+        >>> ch = tfwb.chapter("00")   # doctest: +SKIP
+        >>> print(ch)                 # doctest: +SKIP
+        00 · Measuring training honestly
+        2 CPU cores (AMD EPYC 9B14, AVX-512), 8 GiB RAM, no GPU, local
+        size="auto" means 'small' here: TFWB_FAST=1 asks for the small sizes (nothing measured)
+        2 logical CPU devices (no GPU: strategy='mirrored' runs its replicas on them)
+    """
+    started_s = clock()
+    found = book.find_chapter(number)
+    cpu_devices = setup_devices(cpu_replicas)       # before any other TensorFlow work
+    tf.get_logger().setLevel("WARNING")
+    size = choose_size()
+    hw = hardware.detect()
+    return ChapterSession(chapter=found, hw=hw, size=size, cpu_devices=cpu_devices,
+                          started_s=started_s, clock=clock)

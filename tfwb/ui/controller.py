@@ -1,0 +1,448 @@
+"""The Workbench's controller: knob values -> RunConfig -> runner -> History -> results.
+
+Owns what a Workbench does, apart from how it looks: the pending configuration (the
+baseline, the values of the knob inputs, fields set through ``run(...)`` that have no
+input, the label of the next run), one run at a time through the runner (inline, or on a
+background thread so a kernel stays free for the Stop click), stopping (the Stop button,
+``stop()``, a kernel interrupt through ``tfwb.interrupts.InterruptBridge``), the results
+and their history file (``tfwb.history.History``), and the last run's suggestion
+(``tfwb.diagnosis``).
+
+It imports no widgets. The knob inputs are any objects with ``read()``, ``show(value)``
+and ``reset(value)`` (``tfwb.ui.controls.KnobControl`` in the Workbench, plain objects in
+tests), and what it does is told to a ``ControllerEvents`` (the Workbench's renderer,
+``tfwb.ui.panel.WorkbenchPanel``), which only reads the controller back.
+
+Running. ``run(...)`` trains on the calling thread and blocks until the run ends; a
+launch with ``background=True`` trains on a thread named ``tfwb-workbench-run`` and arms
+the interrupt bridge until it ends. The runner is called as every runner is,
+``runner(cfg, observers)``: a ``tfwb.observers.Progress`` for the progress, a
+``tfwb.observers.StopFlag`` for stopping (set with ``interrupted=True``, so the runner ends
+the run as ``"interrupted"`` with the steps it finished), and a TensorBoard observer
+when there is a ``logdir``. A runner that raises gives a ``"failed"`` result (a
+``KeyboardInterrupt`` an ``"interrupted"`` one): every run is recorded, never lost.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Callable, Collection, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
+
+from tfwb import config as _config
+from tfwb import report
+from tfwb.config import RunConfig
+from tfwb.diagnosis import diagnose
+from tfwb.history import History
+from tfwb.interrupts import InterruptBridge, kernel_loop
+from tfwb.lifecycle import new_run_id, now_iso
+from tfwb.observers import Observer, Progress, StopFlag
+from tfwb.records import RunResult
+
+__all__ = ["WorkbenchController", "ControllerEvents", "KnobInput", "Runner", "STOP_REASON",
+           "INTERRUPT_REASON", "applied_note"]
+
+STOP_REASON = "stopped by the user"          # + " (Stop button)", " (wb.stop())"
+INTERRUPT_REASON = "interrupted by the user"  # + " (kernel interrupt)", " (KeyboardInterrupt)"
+_BUSY = "a run is already in progress: click Stop or call wb.wait() first"
+
+#: ``runner(cfg, observers) -> RunResult``, the contract every runner keeps (``tfwb.run``).
+Runner = Callable[[RunConfig, Sequence[Observer]], RunResult]
+
+
+class KnobInput(Protocol):
+    """One knob's input, as the controller uses it (``tfwb.ui.controls.KnobControl`` is one)."""
+
+    def read(self) -> Any:
+        """The value it holds; raises ``ValueError`` naming the field when it is not allowed."""
+
+    def show(self, value: Any) -> None:
+        """Hold ``value`` (already checked)."""
+
+    def reset(self, value: Any) -> None:
+        """Hold ``value`` and forget any bad text."""
+
+
+class ControllerEvents:
+    """What the controller tells its renderer; every method does nothing here. Override them.
+
+    The run's events (``on_run_start`` ... ``on_idle``) come from the thread the run is
+    on: the background thread for a background launch.
+    """
+
+    def on_changes_refused(self, error: ValueError) -> None:
+        """Changes given to ``set_changes`` / ``run(...)`` were not allowed; nothing changed."""
+
+    def on_config_refused(self, error: ValueError) -> None:
+        """A launch found a knob input holding a value it does not accept; nothing ran."""
+
+    def on_run_start(self, cfg: RunConfig, number: int, note: Optional[str], stoppable: bool) -> None:
+        """Run ``number`` (1-based) of ``cfg`` starts; ``stoppable``: it is on the background thread."""
+
+    def on_progress(self, steps_done: int, steps_total: int, stopping: bool) -> None:
+        """The runner's progress (every step: throttle what you draw)."""
+
+    def on_result(self, result: RunResult, number: int, note: Optional[str], problems: Sequence[str]) -> None:
+        """Run ``number`` ended and is in ``results`` (and the history file, unless ``problems`` says not)."""
+
+    def on_idle(self) -> None:
+        """No run is in progress any more: a new one can start."""
+
+
+def applied_note(suggestion: Tuple[str, Any, str]) -> str:
+    """The line said with a run that applies ``(field, value, why)``.
+
+    Example:
+        >>> applied_note(("prefetch", True, "input-bound"))
+        'Applied the suggestion prefetch=True (input-bound).'
+    """
+    name, value, why = suggestion
+    return f"Applied the suggestion {name}={value!r} ({why})."
+
+
+class WorkbenchController:
+    """Runs configurations built from a baseline and knob inputs, one at a time, and keeps the results.
+
+    Args:
+        baseline (RunConfig | None, default None): what the knobs start from and runs are
+            compared with; ``None`` is ``RunConfig()``.
+        history_path (str | PathLike | None, default None): a JSON-lines file
+            (``tfwb.history.History``); every result, failures included, is appended.
+        runner (callable | None, default None): ``runner(cfg, observers) -> RunResult``;
+            ``None`` is ``tfwb.run``, imported at the first run (TensorFlow loads then).
+        resume (bool, default True): load the runs already in ``history_path``.
+        background (bool | None, default None): whether ``launch_default`` runs on a
+            background thread; ``None``: yes inside a Jupyter kernel, else no.
+        logdir (str | PathLike | None, default None): a TensorBoard log folder; each run
+            writes its scalars to ``logdir/NN-<label or changes>``.
+        inputs (mapping of field -> KnobInput, default none): the knob inputs; fields
+            without one are set through ``set_changes`` / ``run``.
+
+    Attributes:
+        inputs: ``{field: KnobInput}``; may be set after construction (the Workbench builds
+            its controls from the checked ``baseline``).
+        events: the ``ControllerEvents`` told what happens (set it after building the renderer).
+        results: every result so far, in order, failures included.
+        skipped: ``(line number, reason)`` for each line of ``history_path`` that was not a
+            complete result when it was loaded.
+        bridge: the ``InterruptBridge`` armed while a background run is going.
+
+    Raises:
+        ValueError: for a baseline that is not a RunConfig, or a ``logdir`` that cannot be
+            created or written.
+
+    Example:
+        >>> def runner(cfg, observers):
+        ...     return RunResult(config=cfg, step_times_s=(0.1,) * cfg.steps, examples_per_step=8)
+        >>> bench = WorkbenchController(RunConfig(steps=3), runner=runner)
+        >>> bench.run(prefetch=True).config.prefetch, len(bench.results)
+        (True, 1)
+        >>> bench.config().prefetch       # a field with no input stays set until reset()
+        True
+    """
+
+    def __init__(self, baseline: Optional[RunConfig] = None,
+                 history_path: "str | os.PathLike | None" = None, *,
+                 runner: Optional[Runner] = None, resume: bool = True, background: Optional[bool] = None,
+                 logdir: "str | os.PathLike | None" = None,
+                 inputs: Optional[Mapping[str, KnobInput]] = None) -> None:
+        if baseline is not None and not isinstance(baseline, RunConfig):
+            raise ValueError(f"baseline must be a RunConfig, got {type(baseline).__name__}")
+        self.logdir: Optional[str] = None
+        if logdir is not None:
+            from tfwb.tf.lab.tensorboard import check_logdir    # TensorFlow loads here (tf.summary writes the logs)
+
+            self.logdir = check_logdir(logdir)
+        self.baseline: RunConfig = baseline if baseline is not None else RunConfig()
+        self.history_path: Optional[str] = os.fspath(history_path) if history_path is not None else None
+        self.inputs: Dict[str, KnobInput] = dict(inputs or {})
+        self.events: ControllerEvents = ControllerEvents()
+        self.background = background
+        self._runner = runner
+        self._history = History(self.history_path) if self.history_path else None
+        self.results: List[RunResult] = self._history.load() if resume and self._history else []
+        self.skipped: List[Tuple[int, str]] = list(self._history.skipped) if resume and self._history else []
+        self._overrides: Dict[str, Any] = {}      # fields set by run(...) that have no input
+        self._next_label: Optional[str] = None    # label for the next run only
+        self._lock = threading.RLock()            # clicks can arrive on several kernel threads
+        self._running = False
+        self._thread: Optional[threading.Thread] = None
+        self._stop_flag: Optional[StopFlag] = None
+        self._progress_done = 0                   # what the Progress observer last saw
+        self.bridge = InterruptBridge(lambda: self.stop("kernel interrupt", interrupted=True))
+
+    # -- the pending configuration -------------------------------------------------
+    def knob_values(self, skip: Collection[str] = ()) -> Dict[str, Any]:
+        """The values of the knob inputs (those in ``skip`` left out).
+
+        Raises:
+            ValueError: naming the field, for an input holding a value it does not accept.
+        """
+        return {name: k.read() for name, k in self.inputs.items() if name not in skip}
+
+    def config(self) -> RunConfig:
+        """The RunConfig the next run will use: the baseline with the knobs applied.
+
+        Returns:
+            ``baseline.replace(...)`` with every input's value, the fields without an input
+            set through ``run(...)``, and the label given to the pending run.
+
+        Raises:
+            ValueError: naming the field when an input holds a bad value (e.g. steps "abc").
+
+        Example:
+            >>> WorkbenchController(RunConfig(steps=3)).config() == RunConfig(steps=3)
+            True
+        """
+        changes = {**self._overrides, **self.knob_values()}
+        if self._next_label is not None:
+            changes["label"] = self._next_label
+        return self.baseline.replace(**changes)
+
+    def set_changes(self, changes: Mapping[str, Any]) -> RunConfig:
+        """Check ``changes`` against the current knobs, then take them: inputs show theirs.
+
+        ``label`` names the next run only; other fields without an input apply to this
+        and later runs until ``reset()``.
+
+        Returns:
+            The configuration the next run will use.
+
+        Raises:
+            ValueError: naming the field; nothing changes (``events.on_changes_refused``).
+        """
+        changes = dict(changes)
+        label = changes.pop("label", None)
+        knob_changes = {k: v for k, v in changes.items() if k in self.inputs}
+        other_changes = {k: v for k, v in changes.items() if k not in self.inputs}
+        try:
+            merged = {**self._overrides, **other_changes, **self.knob_values(skip=knob_changes),
+                      **knob_changes}
+            if label is not None:
+                merged["label"] = label
+            cfg = self.baseline.replace(**merged)
+        except ValueError as e:
+            self.events.on_changes_refused(e)
+            raise
+        self._overrides.update(other_changes)
+        self._next_label = label
+        for name in knob_changes:
+            self.inputs[name].show(getattr(cfg, name))
+        return cfg
+
+    def reset(self) -> None:
+        """Put every input back to the baseline and forget fields set through ``run(...)``."""
+        self._overrides = {}
+        self._next_label = None
+        for name, knob in self.inputs.items():
+            knob.reset(getattr(self.baseline, name))
+
+    def suggestion(self) -> Optional[Tuple[str, Any, str]]:
+        """The first ``(field, value, why)`` the last run's diagnosis suggests, or ``None``."""
+        if not self.results:
+            return None
+        suggestions = diagnose(self.results[-1]).suggestions
+        return tuple(suggestions[0]) if suggestions else None   # type: ignore[return-value]
+
+    def baseline_result(self) -> Optional[RunResult]:
+        """The result the others are compared with (``tfwb.report.pick_baseline``)."""
+        return report.pick_baseline(self.results, self.baseline)
+
+    # -- running -----------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        """True while a run is in progress."""
+        return self._running
+
+    @property
+    def stopping(self) -> bool:
+        """True when the run in progress was asked to stop."""
+        flag = self._stop_flag
+        return flag is not None and flag.is_set
+
+    def use_background(self) -> bool:
+        """Whether a click's run goes to a background thread (``background``, else: in a kernel)."""
+        return self.background if self.background is not None else kernel_loop() is not None
+
+    def run(self, **changes: Any) -> RunResult:
+        """Take ``changes`` (``set_changes``) and run on this thread until the run ends.
+
+        Returns:
+            The recorded RunResult (a runner that raises gives ``status="failed"``).
+
+        Raises:
+            ValueError: naming an unknown field, or the field whose value is not allowed
+                (a knob input included); nothing runs.
+            RuntimeError: when a run is in progress.
+        """
+        return self._run_changes(changes, note=None)
+
+    def apply_suggestion(self) -> RunResult:
+        """Set the field of the last run's first suggestion and run, as ``run`` does.
+
+        Raises:
+            ValueError: when there is no suggestion (or no run yet).
+            RuntimeError: when a run is in progress.
+        """
+        suggestion = self.suggestion()
+        if suggestion is None:
+            last = diagnose(self.results[-1]).headline if self.results else "no run yet"
+            raise ValueError(f"no suggestion to apply (last run: {last})")
+        return self._run_changes({suggestion[0]: suggestion[1]}, note=applied_note(suggestion))
+
+    def click(self, *, apply: bool = False) -> None:
+        """What the Run (or, with ``apply``, the Apply suggestion) button does; never raises.
+
+        Starts the run where ``use_background()`` says; does nothing while a run is in
+        progress, and nothing but tell ``events`` for a value that is not allowed.
+        """
+        note = None
+        if apply:
+            suggestion = self.suggestion()
+            if suggestion is None or self._running:
+                return
+            try:
+                self.set_changes({suggestion[0]: suggestion[1]})
+            except ValueError:
+                return                               # told to events by set_changes
+            note = applied_note(suggestion)
+        self.launch(background=self.use_background(), note=note)
+
+    def _run_changes(self, changes: Dict[str, Any], note: Optional[str]) -> RunResult:
+        _config.check_fields(changes)
+        if self._running:
+            raise RuntimeError(_BUSY)
+        self.set_changes(changes)
+        result = self.launch(background=False, note=note, raise_bad_config=True)
+        if result is None:  # only when another run started meanwhile
+            raise RuntimeError(_BUSY)
+        return result
+
+    def launch(self, *, background: bool, note: Optional[str] = None,
+               raise_bad_config: bool = False) -> Optional[RunResult]:
+        """Start a run of ``config()``: the one path for clicks, ``run`` and apply.
+
+        Args:
+            background: run on a background thread (and arm the interrupt bridge).
+            note: said with the run's outcome (e.g. ``applied_note``).
+            raise_bad_config: raise when an input holds a bad value (else just tell events).
+
+        Returns:
+            The result when it ran here; ``None`` when it runs in the background or did not
+            start (a run already in progress, or a bad input when not raising).
+
+        Raises:
+            ValueError: for a bad input, with ``raise_bad_config``.
+        """
+        with self._lock:
+            if self._running:
+                return None
+            try:
+                cfg = self.config()
+            except ValueError as e:
+                self._next_label = None
+                self.events.on_config_refused(e)
+                if raise_bad_config:
+                    raise
+                return None
+            self._next_label = None
+            flag = StopFlag(STOP_REASON)
+            self._running, self._stop_flag, self._progress_done = True, flag, 0
+            self.events.on_run_start(cfg, len(self.results) + 1, note, background)
+        if not background:
+            return self._execute(cfg, flag, note)
+        self._thread = threading.Thread(target=self._execute, args=(cfg, flag, note),
+                                        name="tfwb-workbench-run", daemon=True)
+        self.bridge.arm()
+        self._thread.start()
+        return None
+
+    def stop(self, how: str = "wb.stop()", *, interrupted: bool = False) -> bool:
+        """Ask the run in progress to end after its current step (thread-safe; a signal handler calls it).
+
+        A user's stop is said here, once: the runner ends the run as ``"interrupted"``
+        with the reason ``"stopped by the user (<how>)"`` (``"interrupted by the user
+        (<how>)"`` with ``interrupted``).
+
+        Returns:
+            True when a run was in progress.
+        """
+        flag = self._stop_flag
+        if flag is None:
+            return False
+        flag.set(f"{INTERRUPT_REASON if interrupted else STOP_REASON} ({how})", interrupted=True)
+        return True
+
+    def wait(self, timeout: Optional[float] = None) -> Optional[RunResult]:
+        """Wait for a background run to end; the last result (``None``: no run yet).
+
+        A KeyboardInterrupt while waiting stops the run (after its current step) and waits for it.
+
+        Args:
+            timeout: seconds to wait at most (``None``: until it ends).
+        """
+        thread = self._thread
+        if thread is not None:
+            try:
+                thread.join(timeout)
+            except KeyboardInterrupt:
+                self.stop("KeyboardInterrupt", interrupted=True)
+                thread.join()
+        return self.results[-1] if self.results else None
+
+    def _execute(self, cfg: RunConfig, flag: StopFlag, note: Optional[str]) -> RunResult:
+        """Run ``cfg``, record the result, and be ready again."""
+        try:
+            result = self._call_runner(cfg, flag)
+            self._record(result, note)
+            return result
+        finally:
+            self.bridge.disarm()
+            with self._lock:
+                self._running, self._stop_flag = False, None
+                self.events.on_idle()
+
+    def _call_runner(self, cfg: RunConfig, flag: StopFlag) -> RunResult:
+        """The runner's result; a failed or interrupted RunResult for what it raised."""
+        try:
+            runner = self._runner
+            if runner is None:
+                import tfwb       # lazy: tfwb.run imports TensorFlow
+
+                runner = tfwb.run
+            result = runner(cfg, (Progress(self._on_progress), flag, *self._scalars(cfg)))
+            if not isinstance(result, RunResult):
+                raise TypeError(f"the runner returned {type(result).__name__}, not a RunResult")
+            return result
+        except KeyboardInterrupt:   # a runner that let it through: the run is still the user's stop
+            reason = f"{INTERRUPT_REASON} (KeyboardInterrupt)"
+            total = cfg.warmup_steps + cfg.steps
+            return RunResult(config=cfg, status="interrupted", stop_reason=reason,
+                             error=f"{reason} after {self._progress_done} of {total} steps",
+                             started_at=now_iso(), run_id=new_run_id())
+        except Exception as e:  # shown by the renderer and recorded, not lost in a log console
+            return RunResult(config=cfg, status="failed", error=f"{type(e).__name__}: {e}",
+                             started_at=now_iso(), run_id=new_run_id())
+
+    def _scalars(self, cfg: RunConfig) -> tuple:
+        """The TensorBoard observer for the next run (none without ``logdir``)."""
+        if self.logdir is None:
+            return ()
+        from tfwb.tf.lab.tensorboard import Scalars, run_name   # TensorFlow: only with a logdir
+
+        what = cfg.label or "_".join(report.short_changes(cfg, self.baseline)) or "baseline"
+        return (Scalars(self.logdir, name=f"{len(self.results) + 1:02d}-{run_name(what)}"),)
+
+    def _on_progress(self, steps_done: int, steps_total: int) -> None:
+        self._progress_done = steps_done
+        self.events.on_progress(steps_done, steps_total, self.stopping)
+
+    def _record(self, result: RunResult, note: Optional[str]) -> None:
+        """Keep the result, save it, and tell events (with what could not be saved)."""
+        self.results.append(result)
+        problems = []
+        if self._history is not None:
+            try:
+                self._history.append(result)
+            except OSError as e:
+                problems.append(f"not saved to {self.history_path}: {e}")
+        self.events.on_result(result, len(self.results), note, problems)

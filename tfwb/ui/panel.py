@@ -1,0 +1,342 @@
+"""The Workbench's renderer: the widgets, and what they show of a controller's runs.
+
+Owns the widget tree (header, knob rows, Run / Stop / Apply suggestion, the progress bar,
+the status line, the step-time / utilization / loss chart of the latest run, the
+comparison chart, the history table) and how each is drawn. It does nothing to runs:
+it is told what happens through ``tfwb.ui.controller.ControllerEvents`` and reads the
+controller back (``results``, ``baseline``, ``config()``, ``suggestion()``); the
+buttons are wired to the controller by ``tfwb.ui.workbench.Workbench``.
+
+Charts are ``ipywidgets.Image`` widgets whose PNG value is replaced in place
+(``tfwb.ui.charts``), so the same drawing works in JupyterLab, Notebook 7, VS Code,
+Colab and under nbval. Only widget APIs present in both ipywidgets 7.7 and 8 are used,
+never ``clear_output`` and never ``with out:``.
+"""
+from __future__ import annotations
+
+import html
+import time
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+
+import ipywidgets as W
+
+from tfwb import hardware as _hardware
+from tfwb import report
+from tfwb.config import RunConfig
+from tfwb.diagnosis import expectations
+from tfwb.knobs import Knob
+from tfwb.records import RunResult
+from tfwb.ui.controller import ControllerEvents, WorkbenchController
+from tfwb.ui.controls import KnobControl, knob_rows, set_tooltip
+
+__all__ = ["WorkbenchPanel", "steps_done"]
+
+_RUN_TIP = "train with these settings and record the result"
+_STOP_TIP = "end the run after its current step (a kernel interrupt does the same)"
+_PROGRESS_INTERVAL_S = 0.05        # at most ~20 progress-bar updates a second
+_FAILED = report.FAILED_COLOR
+
+#: Page CSS, shipped inside the header (an HTML widget renders a <style> element):
+#: red invalid boxes, and a banner on a Workbench whose kernel is gone (ipywidgets
+#: adds ``jupyter-widgets-disconnected`` to every view when the kernel restarts).
+_CSS = f"""<style>
+.tfwb-workbench .tfwb-invalid input {{ border: 2px solid {_FAILED} !important;
+  background-color: #fff0f0 !important; color: {_FAILED} !important; }}
+.tfwb-workbench .tfwb-invalid .widget-label {{ color: {_FAILED} !important; font-weight: bold; }}
+.tfwb-workbench .widget-checkbox .widget-label {{ overflow: visible; }}
+.tfwb-workbench.jupyter-widgets-disconnected::before {{
+  content: "This Workbench is stale: its kernel restarted or stopped, so its buttons do nothing. Re-run the cell that made it.";
+  font: bold 13px var(--jp-ui-font-family, sans-serif); color: {_FAILED}; background: #fff0f0;
+  border: 2px solid {_FAILED}; padding: 6px 8px; margin-bottom: 4px; }}
+.tfwb-workbench .jupyter-widgets-disconnected::before {{ display: none; }}
+.tfwb-workbench.jupyter-widgets-disconnected > .widget-box,
+.tfwb-workbench.jupyter-widgets-disconnected > .widget-button {{ opacity: 0.45; pointer-events: none; }}
+</style>"""
+
+
+def _red(text: str) -> str:
+    return f"<b style='color:{_FAILED}'>{html.escape(text)}</b>"
+
+
+def _has_steps(result: RunResult) -> bool:
+    return bool(result.step_times_s or result.warmup_times_s)
+
+
+def steps_done(result: RunResult) -> Tuple[int, int]:
+    """Training steps a result finished (warm-up included) and the steps it was asked for.
+
+    Example:
+        >>> steps_done(RunResult(config=RunConfig(steps=4, warmup_steps=2), warmup_times_s=(1.0, 0.1),
+        ...                      step_times_s=(0.1,)))
+        (3, 6)
+    """
+    cfg = result.config
+    total = cfg.warmup_steps + cfg.steps
+    calls = len(result.warmup_times_s) + len(result.step_times_s)
+    return min(total, calls * cfg.steps_per_execution), total
+
+
+class WorkbenchPanel(ControllerEvents):
+    """The Workbench's widgets, drawn from a controller's state and events.
+
+    Args:
+        controller: the ``WorkbenchController`` whose runs it shows (read, never driven).
+        controls: ``{field: KnobControl}`` (``tfwb.ui.controls.build_controls``), laid out a
+            row per group.
+        knobs: the knob table the controls were built from (``tfwb.config.KNOBS``).
+        hardware: ``tfwb.hardware.detect()`` output (or a mapping of its fields): the
+            header's machine line and the expectations shown before a run.
+
+    Attributes:
+        widget: the root ``VBox`` (CSS class ``tfwb-workbench``).
+        run_button, stop_button, apply_button, progress, progress_text, status, run_chart,
+            chart_note, compare_chart, history: the other widgets (CSS classes ``tfwb-run``,
+            ``tfwb-stop``, ``tfwb-apply``, ``tfwb-progress``, ``tfwb-progress-text``,
+            ``tfwb-status``, ``tfwb-run-chart``, ``tfwb-chart-note``,
+            ``tfwb-compare-chart``, ``tfwb-history``).
+
+    Example:
+        >>> from tfwb.ui.controls import build_controls
+        >>> from tfwb.config import KNOBS
+        >>> bench = WorkbenchController(RunConfig(steps=3))
+        >>> controls = build_controls(KNOBS, {n: getattr(bench.baseline, n) for n in KNOBS})
+        >>> panel = WorkbenchPanel(bench, controls, KNOBS, hardware={})
+        >>> bench.events = panel
+        >>> "No runs yet." in panel.history.value, panel.run_button.disabled
+        (True, False)
+    """
+
+    def __init__(self, controller: WorkbenchController, controls: Mapping[str, KnobControl],
+                 knobs: Mapping[str, Knob], hardware: Any) -> None:
+        self.controller = controller
+        self.controls: Dict[str, KnobControl] = dict(controls)
+        self.hardware = hardware
+        self._outcome_html = ""                   # what happened last, above the preview
+        self._chart_run: Optional[int] = None     # the 1-based run the run chart shows
+        self._last_progress_s = 0.0
+        self._build(knobs)
+        results = controller.results
+        if results:
+            self._outcome_html = (f"Resumed {len(results)} run(s) from "
+                                  f"<code>{html.escape(controller.history_path or '')}</code>.")
+            self._redraw(len(results))
+        if controller.skipped:
+            self._outcome_html += "<br>" + _red(
+                f"skipped {len(controller.skipped)} line(s) of {controller.history_path} that are not "
+                "complete results: " + "; ".join(f"line {n}: {why}" for n, why in controller.skipped))
+        self.render_status()
+
+    def _build(self, knobs: Mapping[str, Knob]) -> None:
+        self.run_button = W.Button(description="Run", button_style="primary", icon="play", tooltip=_RUN_TIP)
+        self.run_button.add_class("tfwb-run")
+        self.stop_button = W.Button(description="Stop", icon="stop", disabled=True, tooltip=_STOP_TIP)
+        self.stop_button.add_class("tfwb-stop")
+        self.apply_button = W.Button(description="Apply suggestion", icon="magic", disabled=True,
+                                     layout=W.Layout(width="auto"),
+                                     tooltip="set the knob the last run's diagnosis suggests, and run")
+        self.apply_button.add_class("tfwb-apply")
+        self.progress = W.IntProgress(value=0, min=0, max=1, description="steps",
+                                      layout=W.Layout(width="260px"))
+        self.progress.add_class("tfwb-progress")
+        self.progress_text = W.HTML("")
+        self.progress_text.add_class("tfwb-progress-text")
+        self.status = W.HTML("")
+        self.status.add_class("tfwb-status")
+        self.chart_note = W.HTML("", layout=W.Layout(display="none"))
+        self.chart_note.add_class("tfwb-chart-note")
+        self.run_chart = W.Image(format="png", layout=W.Layout(display="none"))
+        self.run_chart.add_class("tfwb-run-chart")
+        self.compare_chart = W.Image(format="png", layout=W.Layout(display="none"))
+        self.compare_chart.add_class("tfwb-compare-chart")
+        self.history = W.HTML(report.html_table([]))
+        self.history.add_class("tfwb-history")
+
+        machine = _hardware.describe(self.hardware)
+        header = W.HTML(_CSS + "<b>tfwb Workbench</b>"
+                        + (f" &middot; this machine: {html.escape(machine)}" if machine else ""))
+        header.add_class("tfwb-header")
+        actions = W.HBox([self.run_button, self.stop_button, self.apply_button, self.progress,
+                          self.progress_text],
+                         layout=W.Layout(flex_flow="row wrap", align_items="center"))
+        actions.add_class("tfwb-actions")
+        self.widget = W.VBox([
+            header,
+            *knob_rows(self.controls, knobs),
+            actions,
+            self.status,
+            self.chart_note,
+            self.run_chart,
+            self.compare_chart,
+            self.history,
+        ])
+        self.widget.add_class("tfwb-workbench")
+        self._refresh_history()
+
+    # -- the controller's events -----------------------------------------------------
+    def on_changes_refused(self, error: ValueError) -> None:
+        self._outcome_html = _red(f"not run: {error}")
+        self.render_status()
+
+    def on_config_refused(self, error: ValueError) -> None:
+        self.render_status()                     # the preview line shows the bad knob in red
+
+    def on_run_start(self, cfg: RunConfig, number: int, note: Optional[str], stoppable: bool) -> None:
+        """Buttons and bar for a run in progress. Stop is offered only for a run on the
+        background thread: a click on it during a run started from a cell would wait
+        behind the cell (the kernel interrupt stops that one)."""
+        self.run_button.disabled = True
+        self.run_button.description = "Running\u2026"
+        self.stop_button.disabled = not stoppable
+        set_tooltip(self.stop_button, _STOP_TIP if stoppable else
+                    "this run was started from code: interrupt the kernel to stop it (it ends after "
+                    "its current step and is recorded as interrupted)")
+        self.apply_button.disabled = True
+        self.progress.bar_style = ""
+        total = cfg.warmup_steps + cfg.steps
+        self.progress.max = max(total, 1)
+        self.progress.value = 0
+        self.progress_text.value = f"0 / {total} steps"
+        self._last_progress_s = 0.0
+        applied = f"{html.escape(note)}<br>" if note else ""
+        changes = report.format_changes(cfg, self.controller.baseline)
+        self.status.value = f"{applied}Running #{number}: <code>{html.escape(changes)}</code>\u2026"
+
+    def on_progress(self, steps_done: int, steps_total: int, stopping: bool) -> None:
+        """Move the bar, at most ~20 times a second (and always at the last step)."""
+        now = time.monotonic()
+        if steps_done < steps_total and now - self._last_progress_s < _PROGRESS_INTERVAL_S:
+            return
+        self._last_progress_s = now
+        total = max(int(steps_total), 1)
+        if self.progress.max != total:
+            self.progress.max = total
+        self.progress.value = max(0, min(int(steps_done), total))
+        self.progress_text.value = (f"{int(steps_done)} / {int(steps_total)} steps"
+                                    + (" (stopping\u2026)" if stopping else ""))
+
+    def on_result(self, result: RunResult, number: int, note: Optional[str], problems: Sequence[str]) -> None:
+        """Say how run ``number`` ended, then redraw the history and charts.
+
+        The bar and the status line change before the charts are drawn, so a stopped
+        run shows as stopped at once; a chart that fails to draw is said in red, and the
+        result stays recorded.
+        """
+        done, total = steps_done(result)
+        self.progress.bar_style = {"ok": "success", "interrupted": "warning"}.get(result.status, "danger")
+        if result.ok:
+            self.progress.value = self.progress.max
+        self.progress_text.value = f"{done} / {total} steps: {html.escape(result.status)}"
+        self._outcome_html = self._outcome(result, number, note)
+        self.status.value = self._outcome_html
+        problems = list(problems)
+        try:
+            self._redraw(number)
+        except Exception as e:  # a chart bug must not hide the result
+            problems.append(f"chart failed: {type(e).__name__}: {e}")
+        for problem in problems:
+            self._outcome_html += "<br>" + _red(problem)
+
+    def on_idle(self) -> None:
+        self.run_button.description = "Run"
+        self.stop_button.disabled = True
+        self.render_status()
+
+    def show_stopping(self) -> None:
+        """Say that a stop was asked for (the Stop button)."""
+        self.progress_text.value = "stopping after the current step\u2026"
+
+    # -- drawing -----------------------------------------------------------------------
+    def _outcome(self, result: RunResult, number: int, note: Optional[str]) -> str:
+        """The status line for run ``number``: summary and verdict, or why it ended early (red if it failed)."""
+        results = self.controller.results
+        if result.ok:
+            row = report.history_rows(results[:number], self.controller.baseline_result(),
+                                      baseline_config=self.controller.baseline)[-1]
+            text = f"<b>#{number}</b> {html.escape(result.summary())}"
+            if row.get("prev_verdict"):        # the comparison the reader just made comes first
+                color = report.verdict_color(row.get("prev_comparison"))
+                text += (f" &mdash; vs the previous run (#{row['previous']}): "
+                         f"<b style='color:{color}'>{html.escape(row['prev_verdict'])}</b>")
+            if row["verdict"] and not row["is_baseline"]:
+                color = report.verdict_color(row.get("comparison"))
+                text += f" &mdash; vs the baseline: <b style='color:{color}'>{html.escape(row['verdict'])}</b>"
+            elif row["is_baseline"]:
+                text += " &mdash; this is the baseline"
+            if not row.get("noise_learned", True):
+                text += ("<br><i>Run one configuration 3 times to learn this machine's run-to-run noise; "
+                         "for a close call use <code>tfwb.compare_interleaved(a, b)</code>.</i>")
+        elif result.status == "interrupted":
+            text = f"<b>#{number} interrupted: {html.escape(result.error or 'interrupted')}</b>"
+            if result.step_times_s:
+                text += (f" &mdash; {len(result.step_times_s)} measured step(s) charted below; "
+                         "not used in comparisons")
+        else:
+            text = _red(f"#{number} {result.status}: {result.error or 'no measured steps'}")
+        if note:
+            text = f"{html.escape(note)}<br>{text}"
+        for line in result.notes:
+            text += f"<br><i>{html.escape(line)}</i>"
+        return text
+
+    def _refresh_history(self) -> None:
+        rows = report.history_rows(self.controller.results, self.controller.baseline_result(),
+                                   baseline_config=self.controller.baseline)
+        self.history.value = report.html_table(rows)
+
+    def _redraw(self, latest: int) -> None:
+        """Redraw for run ``latest`` (1-based): history, comparison, and the run chart.
+
+        The run chart shows the latest run that has steps: a run that failed before
+        its first step keeps the previous chart on screen (with a red note above it)
+        instead of replacing it with empty axes.
+        """
+        from tfwb.ui import charts     # matplotlib loads at the first chart, not with the widget
+
+        results = self.controller.results
+        self._refresh_history()
+        self.compare_chart.value = charts.comparison_png(results, self.controller.baseline_result(),
+                                                         baseline_config=self.controller.baseline)
+        self.compare_chart.layout.display = None
+        drawable = [i for i in range(latest, 0, -1) if _has_steps(results[i - 1])]
+        if drawable and drawable[0] != self._chart_run:
+            self.run_chart.value = charts.run_chart_png(results[drawable[0] - 1])
+            self.run_chart.layout.display = None
+            self._chart_run = drawable[0]
+        note = ""
+        result = results[latest - 1]
+        if not _has_steps(result):
+            what = f"run #{latest} {result.status} before its first step"
+            note = _red(f"{what}; the chart below is still run #{self._chart_run}'s"
+                        if self._chart_run else f"{what}; no run has steps to chart yet")
+        self.chart_note.value = note
+        self.chart_note.layout.display = None if note else "none"
+
+    def _preview(self) -> Tuple[str, bool]:
+        """The "Next run" line (red naming the field when a knob is bad), and whether it can run."""
+        try:
+            cfg = self.controller.config()
+        except ValueError as e:
+            return _red(f"cannot run: {e}"), False
+        changes = report.format_changes(cfg, self.controller.baseline)
+        text = f"Next run: <code>{html.escape(changes)}</code>"
+        hints = expectations(cfg, self.hardware)
+        if hints:
+            text += "<ul style='margin:2px 0'>" + "".join(
+                f"<li>{html.escape(h)}</li>" for h in hints) + "</ul>"
+        return text, True
+
+    def render_status(self) -> None:
+        """Status = last outcome + next-run preview; Run and Apply enabled only when they can run."""
+        preview, valid = self._preview()
+        running = self.controller.running
+        self.status.value = "<br>".join(p for p in (self._outcome_html, preview) if p)
+        self.run_button.disabled = running or not valid
+        set_tooltip(self.run_button, _RUN_TIP if valid
+                    else "a knob holds a value it does not accept (shown red): fix it first")
+        suggestion = self.controller.suggestion()
+        self.apply_button.disabled = running or not valid or suggestion is None
+        self.apply_button.description = (f"Apply {suggestion[0]}={suggestion[1]!r}" if suggestion
+                                          else "Apply suggestion")
+        if suggestion:
+            set_tooltip(self.apply_button, f"the last run's diagnosis suggests {suggestion[0]}="
+                                           f"{suggestion[1]!r}: {suggestion[2]}; set it and run")
