@@ -2,6 +2,25 @@
 
 ``import tfwb`` is cheap: it does not import TensorFlow, ipywidgets or
 matplotlib. Those load when you call ``run``, build a ``Workbench`` or draw a chart.
+
+The layers, each importing only the ones before it (``tests/test_layering.py`` checks it):
+
+1. the pure core, this folder's modules and ``expect/`` and ``sweeps/``: knobs and
+   ``RunConfig``, ``RunResult`` and the run ``history``, statistics, observers and the run
+   ``lifecycle``, workloads, the machine (``hardware``, ``nvml``), what limits a run
+   (``bounds``), expectations, diagnosis, reports and the sweep's search — no TensorFlow,
+   IPython, ipywidgets or matplotlib;
+2. ``monitor/``: the utilization probes and the sampler thread;
+3. ``tf/``: everything that imports TensorFlow. ``tf/runner/`` is what ``tfwb.run`` drives
+   in one process, ``tf/cluster/`` the local multi-worker and parameter-server clusters,
+   ``tf/workloads/`` the built-in workloads and their data, and ``tf/lab/`` the chapters'
+   instruments; the runner imports neither ``lab`` nor ``cluster``, and ``tf/run.py`` picks
+   the runner;
+4. ``ui/`` (the Workbench and the charts) and ``cli/`` (``python -m tfwb``), which do not
+   import each other.
+
+Function-local imports appear only where they keep TensorFlow, widgets or matplotlib
+from loading before they are needed.
 """
 from __future__ import annotations
 

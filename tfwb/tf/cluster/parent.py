@@ -56,16 +56,16 @@ import threading
 import time
 from typing import Any, Deque, Dict, List, Optional, Sequence
 
+import tfwb
 from tfwb import tfconfig
 from tfwb.config import RunConfig
 from tfwb.lifecycle import Lifecycle, new_run_id, now_iso
 from tfwb.observers import Observer
 from tfwb.records import RunResult
-from tfwb.tf.runner.strategies import cpu_cores
-from tfwb.workloads import Ref, get_workload
-import tfwb
-from tfwb.tf.runner.strategies import CLUSTER_STRATEGIES, in_worker
+from tfwb.report import loss_gap
+from tfwb.tf.runner.strategies import CLUSTER_STRATEGIES, cpu_cores, in_worker
 from tfwb.tf.workloads.image_files import ensure_images
+from tfwb.workloads import Ref, get_workload
 
 REPORT = tfconfig.REPORT
 #: Seconds the cluster has from starting its processes until every worker finished its first step
@@ -587,13 +587,11 @@ class _Cluster:
         if all(r is not None for r in results) and results:
             facts["worker_step_times_s"] = [list(r.step_times_s) for r in results]
             facts["worker_median_step_s"] = [r.median_step_s for r in results]
-            ref = list(chief.result.warmup_losses) + list(chief.result.losses)
-            diffs = [abs(a - b) for r in results[1:] for a, b in
-                     zip(list(r.warmup_losses) + list(r.losses), ref)]
-            same_length = all(len(r.losses) + len(r.warmup_losses) == len(ref) for r in results)
+            gaps = [loss_gap(chief.result, r) or 0.0 for r in results[1:]]
+            same_length = all(len(r.all_losses) == len(chief.result.all_losses) for r in results)
             if len(results) > 1:           # multi_worker: every worker all-reduces the same loss
-                facts["largest_loss_difference"] = max(diffs, default=0.0)
-                facts["losses_identical"] = same_length and not any(diffs)
+                facts["largest_loss_difference"] = max(gaps, default=0.0)
+                facts["losses_identical"] = same_length and not any(gaps)
         return facts
 
     def _gather(self, status: str, error: Optional[str], whole: bool) -> RunResult:

@@ -18,10 +18,9 @@ from tfwb import tfconfig
 from tfwb.config import RunConfig
 from tfwb.observers import Observer, RunState
 from tfwb.records import RunResult
-from tfwb.workloads import register_workload
-from tfwb.tf.runner.strategies import cpu_cores
-from tfwb.tf.runner.strategies import CLUSTER_STRATEGIES, multi_worker_strategy, parameter_server_strategy
+from tfwb.tf.runner.strategies import CLUSTER_STRATEGIES, cpu_cores, multi_worker_strategy, parameter_server_strategy
 from tfwb.tf.runner.train import run_process
+from tfwb.workloads import register_workload
 
 REPORT = tfconfig.REPORT
 

@@ -632,7 +632,7 @@ def blew_up(result: RunResult, factor: float = 10.0) -> bool:
     """
     if result.status == "diverged":
         return True
-    losses = [v for v in (*result.warmup_losses, *result.losses) if math.isfinite(v)]
+    losses = [v for v in result.all_losses if math.isfinite(v)]
     return len(losses) >= 2 and losses[-1] > factor * losses[0]
 
 

@@ -6,8 +6,8 @@ import platform
 import keras
 import tensorflow as tf
 
-from tfwb.config import RunConfig
 from tfwb import hardware
+from tfwb.config import RunConfig
 
 
 def fingerprint(cfg: RunConfig, strategy=None) -> dict:

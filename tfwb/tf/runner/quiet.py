@@ -11,9 +11,13 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import sys
 import tempfile
 from typing import Callable, Iterator, Optional
+
+#: One line of TensorFlow's C++ log (``I0000 00:00:... file.cc:12] message``).
+TF_LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:. ]+\d+ [\w./-]+:\d+\] (?P<message>.*)$")
 
 
 class Held:

@@ -45,7 +45,7 @@ from tfwb.observers import Dispatch, Observer, RunState, StepLog
 from tfwb.records import RunResult
 from tfwb.workloads import Workload, get_workload
 from tfwb.tf.runner.pipeline import build_dataset
-from tfwb.tf.runner.quiet import native_stderr_captured
+from tfwb.tf.runner.quiet import TF_LOG_LINE, native_stderr_captured
 from tfwb.tf.runner.devices import device_sync, setup_devices
 from tfwb.tf.runner.fingerprint import fingerprint
 from tfwb.tf.runner.memory import MemoryPeak
@@ -295,19 +295,18 @@ def run_process(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_err
     return life.result(state.status, error, **facts)
 
 
-_TF_LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:. ]+\d+ [\w./-]+:\d+\] (?P<message>.*)$")
 
 
 def _native_notes(held) -> List[str]:
     """TF's C++ log lines held back during a run, as notes (each once); anything else goes to stderr."""
     notes: List[str] = []
     for line in held.text.splitlines():
-        m = _TF_LOG_LINE.match(line.strip())
+        m = TF_LOG_LINE.match(line.strip())
         if m:
             note = "TensorFlow: " + m.group("message").strip()
             if note not in notes:
                 notes.append(note)
-    held.replay(drop=lambda line: bool(_TF_LOG_LINE.match(line.strip()))
+    held.replay(drop=lambda line: bool(TF_LOG_LINE.match(line.strip()))
                 or line.startswith("WARNING: All log messages before absl::InitializeLog()"))
     return notes
 
