@@ -1,5 +1,9 @@
-"""tfwb.ui.charts: PNG output, what each draw_* puts on its Axes, speed, no pyplot."""
+"""tfwb.ui.charts: the package and its families (common, steps, utilization, comparison, curves):
+PNG output, what each draw_* puts on its Axes, no pyplot. The profiler's charts are tested in
+test_profiler.py, the sweep's in test_sweeps.py."""
+import ast
 import dataclasses
+import importlib
 import subprocess
 import sys
 
@@ -32,26 +36,43 @@ def legend_labels(ax):
     return [t.get_text() for t in legend.get_texts()] if legend else []
 
 
-def test_run_chart_is_png_and_changes_with_the_result():
-    first = charts.run_chart_png(make_result())
-    assert first.startswith(PNG)
-    assert charts.run_chart_png(make_result()) == first                 # deterministic
-    assert charts.run_chart_png(make_result(step_ms=40.0)) != first
+# -- the package: one module per family, re-exported ---------------------------------------------------
+FAMILIES = ("common", "steps", "utilization", "comparison", "profile", "curves")
 
 
-def test_comparison_is_png_and_changes_with_the_runs():
-    runs = [make_result(), make_result(RunConfig(prefetch=True), step_ms=50.0)]
-    one = charts.comparison_png(runs[:1])
-    two = charts.comparison_png(runs)
-    assert one.startswith(PNG) and two.startswith(PNG) and one != two
-    assert charts.comparison_png([]).startswith(PNG)
+def test_the_package_reexports_each_family_and_holds_no_logic():
+    exported = []
+    for family in FAMILIES:
+        module = importlib.import_module(f"tfwb.ui.charts.{family}")
+        for name in module.__all__:
+            assert getattr(charts, name) is getattr(module, name), (family, name)
+        exported += module.__all__
+        if family != "common":                # common's helpers serve the families, not the chapters
+            tree = ast.parse(open(module.__file__).read())
+            defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)} | {
+                t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
+                if isinstance(t, ast.Name) and t.id.isupper()}
+            assert {d for d in defined if not d.startswith("_")} == set(module.__all__), family
+    assert sorted(charts.__all__) == sorted(exported) and len(set(exported)) == len(exported)
+    body = ast.parse(open(charts.__file__).read()).body
+    assert all(isinstance(n, (ast.ImportFrom, ast.Expr)) or (isinstance(n, ast.Assign) and
+               [t.id for t in n.targets] == ["__all__"]) for n in body)
 
 
+# -- common -------------------------------------------------------------------------------------------
 def test_figure_png_leaves_no_pyplot_and_no_tensorflow():
     code = ("import sys; from tfwb.ui import charts; from matplotlib.figure import Figure; "
             "fig = Figure(); fig.subplots().plot([1, 2]); assert charts.figure_png(fig)[:4] == b'\\x89PNG'; "
             "assert 'matplotlib.pyplot' not in sys.modules and 'tensorflow' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- steps: one run's step times, and the run's chart ------------------------------------------------
+def test_run_chart_is_png_and_changes_with_the_result():
+    first = charts.run_chart_png(make_result())
+    assert first.startswith(PNG)
+    assert charts.run_chart_png(make_result()) == first                 # deterministic
+    assert charts.run_chart_png(make_result(step_ms=40.0)) != first
 
 
 def test_step_times_clips_to_three_p95_and_annotates_the_tall_warmup_bar():
@@ -82,6 +103,7 @@ def test_step_times_of_a_failed_run_shows_the_error():
     assert "run failed: OOM" in texts(ax)
 
 
+# -- utilization ---------------------------------------------------------------------------------------
 def test_utilization_plots_each_gpu_and_shades_warmup_and_steps():
     ax = Figure().subplots()
     charts.draw_utilization(ax, make_result(gpus=2))
@@ -137,6 +159,15 @@ def test_utilization_says_no_gpu_and_handles_no_samples():
     charts.draw_utilization(ax, RunResult(config=RunConfig(), status="failed", error="x"))
     assert texts(ax) == ["no utilization samples (run failed: x)"]
     assert not ax.axison                                                 # a message, not empty axes
+
+
+# -- comparison ----------------------------------------------------------------------------------------
+def test_comparison_is_png_and_changes_with_the_runs():
+    runs = [make_result(), make_result(RunConfig(prefetch=True), step_ms=50.0)]
+    one = charts.comparison_png(runs[:1])
+    two = charts.comparison_png(runs)
+    assert one.startswith(PNG) and two.startswith(PNG) and one != two
+    assert charts.comparison_png([]).startswith(PNG)
 
 
 def test_comparison_marks_baseline_failures_and_verdicts():
@@ -211,6 +242,7 @@ def test_comparison_states_the_noise_band():
     assert "Run-to-run noise: \u00b1" in ax.get_xlabel()
 
 
+# -- failures, in every family --------------------------------------------------------------------
 def test_failed_runs_never_leave_empty_axes():
     failed = RunResult(config=RunConfig(), status="failed", error="ResourceExhaustedError: OOM")
     fig = Figure()
@@ -240,7 +272,7 @@ def test_charts_use_the_one_failure_colour():
     assert charts.FAILED_COLOR is report.FAILED_COLOR
 
 
-# -- convergence charts (chapter 04) ------------------------------------------------------------------
+# -- curves: convergence charts (chapter 04) ---------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class FakeSweep:
     label: str

@@ -7,9 +7,10 @@ top), finalist (blue), winner (green star); the naive run is the dashed black li
 ``draw_finalists`` compares the finalists and the naive run at the last rung: medians
 with their inter-quartile range, coloured by the noise-aware verdict against the winner.
 
-Same conventions as ``tfwb.ui.charts``: ``draw_*`` take an ``Axes``; ``*_png`` build a
-``matplotlib.figure.Figure`` (never pyplot) and return PNG bytes; colours come from
-``tfwb.report`` so tables and charts agree.
+Same conventions as the other families of ``tfwb.ui.charts``: ``draw_*`` take an ``Axes``;
+``*_png`` build a ``matplotlib.figure.Figure`` (never pyplot) and return PNG bytes
+(``tfwb.ui.charts.common.figure_png``); colours come from ``tfwb.report`` so tables and
+charts agree.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from matplotlib.ticker import FuncFormatter
 
 from tfwb import report, stats
 from tfwb.sweeps.result import FAILED, FINALIST, SLOWER, WINNER, WORSE, SweepResult, Trial, example_times_s
-from tfwb.ui.charts import _message, figure_png
+from tfwb.ui.charts.common import SMALL, figure_png, message
 
 WINNER_COLOR = report.FASTER_COLOR
 FINALIST_COLOR = "#4e79a7"
@@ -33,7 +34,6 @@ FAILED_COLOR = report.FAILED_COLOR
 NAIVE_COLOR = "#222222"
 #: Half the width of the band candidates spread over around each rung (in rungs).
 JITTER = 0.28
-_SMALL = 8
 
 
 def _unit(result: SweepResult) -> Tuple[str, float]:
@@ -83,7 +83,7 @@ def draw_rungs(ax: Axes, result: SweepResult) -> None:
     naive = _value(result, result.naive)
     values += [naive] if naive is not None else []
     if not values:
-        _message(ax, "No run of the sweep measured a step yet.")
+        message(ax, "No run of the sweep measured a step yet.")
         return
     ylabel, _ = _unit(result)
     lo, hi = min(values), max(values)
@@ -120,7 +120,7 @@ def draw_rungs(ax: Axes, result: SweepResult) -> None:
         y = _value(result, w.runs[r])
         label = "\n".join(textwrap.wrap(w.label, 34))
         ax.annotate(f"winner: {label}", (_x(r, w.candidate.index, n), y), xytext=(0, -10),
-                    textcoords="offset points", fontsize=_SMALL, color=WINNER_COLOR, va="top", ha="right")
+                    textcoords="offset points", fontsize=SMALL, color=WINNER_COLOR, va="top", ha="right")
     if log:
         ax.set_yscale("log")
         plain = FuncFormatter(lambda v, _: f"{v:g}")
@@ -129,9 +129,9 @@ def draw_rungs(ax: Axes, result: SweepResult) -> None:
     ax.set_ylim(lo / (1.3 if log else 1.0) if log else 0, top * (1.1 if log else 1.04))
     ax.set_xlim(-0.6, len(result.rung_steps) - 0.4)
     ax.set_xticks(range(len(result.rung_steps)))
-    ax.set_xticklabels([f"rung {r + 1}\n{s} steps" for r, s in enumerate(result.rung_steps)], fontsize=_SMALL)
-    ax.set_ylabel(ylabel, fontsize=_SMALL)
-    ax.tick_params(labelsize=_SMALL)
+    ax.set_xticklabels([f"rung {r + 1}\n{s} steps" for r, s in enumerate(result.rung_steps)], fontsize=SMALL)
+    ax.set_ylabel(ylabel, fontsize=SMALL)
+    ax.tick_params(labelsize=SMALL)
     ax.grid(axis="y", alpha=0.3)
     counts = _counts(result)
     ax.set_title(f"Successive halving: {len(trials)} candidates; at each rung the fastest 1/{result.eta} of "
@@ -145,7 +145,7 @@ def draw_rungs(ax: Axes, result: SweepResult) -> None:
             (FAILED, FAILED_COLOR, "x", 6, "failed")):
         if status in present:          # only what this sweep has
             handles.append(Line2D([], [], color=color, marker=marker, ms=size, ls="none", label=text))
-    ax.legend(handles=handles, fontsize=_SMALL, loc="upper right", frameon=False, ncol=2)
+    ax.legend(handles=handles, fontsize=SMALL, loc="upper right", frameon=False, ncol=2)
 
 
 def _counts(result: SweepResult) -> str:
@@ -181,7 +181,7 @@ def draw_finalists(ax: Axes, result: SweepResult) -> None:
     if not rows:
         why = result.error or ("the sweep was interrupted" if result.interrupted else
                                "no candidate trained correctly through the last rung")
-        _message(ax, f"No finalists: {why}.")
+        message(ax, f"No finalists: {why}.")
         return
     ylabel, scale = _unit(result)
     names, meds, lows, highs, colors = [], [], [], [], []
@@ -196,9 +196,9 @@ def draw_finalists(ax: Axes, result: SweepResult) -> None:
     ys = list(range(len(rows)))[::-1]
     ax.barh(ys, meds, color=colors, alpha=0.85, xerr=[lows, highs], ecolor="#333333", capsize=3)
     ax.set_yticks(ys)
-    ax.set_yticklabels(names, fontsize=_SMALL)
-    ax.set_xlabel(ylabel.replace("median ", "median (IQR) "), fontsize=_SMALL)
-    ax.tick_params(labelsize=_SMALL)
+    ax.set_yticklabels(names, fontsize=SMALL)
+    ax.set_xlabel(ylabel.replace("median ", "median (IQR) "), fontsize=SMALL)
+    ax.tick_params(labelsize=SMALL)
     best = meds[0]
     for y, m, hi, (label, run, color) in zip(ys, meds, highs, rows):
         if label == "naive" and result.speedup is not None:
@@ -209,7 +209,7 @@ def draw_finalists(ax: Axes, result: SweepResult) -> None:
             text = "tied with the winner (within noise)"
         else:
             text = f"{m / best:.2f}x the winner's time"
-        ax.text(m + hi, y, "  " + text, va="center", fontsize=_SMALL, color="#333333")
+        ax.text(m + hi, y, "  " + text, va="center", fontsize=SMALL, color="#333333")
     ax.set_xlim(0, max(m + h for m, h in zip(meds, highs)) * 1.9)
     ax.set_title(f"The last rung ({result.rung_steps[last]} steps): the finalists and the naive run\n"
                  f"run-to-run noise band {result.noise.text()}", fontsize=9)
