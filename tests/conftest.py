@@ -43,3 +43,13 @@ def no_leaked_sampler_threads():
     yield
     leaked = [t for t in threading.enumerate() if t.name == "tfwb-sampler" and t.is_alive()]
     assert not leaked, f"leaked sampler threads: {leaked}"
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_auto_size():
+    """``size="auto"`` is resolved once per process (``tfwb.choose_size()``, ``tfwb.chapter()``):
+    a test that chooses a size must not decide it for the tests after it in the same worker."""
+    from tfwb import config
+
+    yield
+    config.set_auto_size(None)

@@ -1,28 +1,72 @@
-"""Run every test, each thing once: the package tests, every ``>>>`` example in tfwb
-(doctests; tfwb/conftest.py leaves out tfwb/tf and tfwb/ui where TensorFlow or the widgets
-are missing) and every chapter under nbval, in one pytest run over all cores; then the
-browser test, which drives the Workbench smoke notebook (tests/ui/workbench_smoke.ipynb;
-every chapter in the browser is opt-in: ``TFWB_UI_ALL_CHAPTERS=1``). The Binder test
-installs binder/requirements.txt, imports tfwb and trains once; it runs no chapter.
+"""Run every test, each thing once, in two environments; then the browser test.
 
-This is the README's test command (``.ci/run`` calls it). It installs Debian's
-``chromium`` when it is missing and this process may use apt (root), so the browser
-test can run; it never downloads a browser through Playwright. Exit status is
-non-zero when any stage fails.
+1. **The pinned newest** (``.venv``, built from requirements.txt and constraints.txt by the
+   README's command): the package tests and every ``>>>`` example in tfwb (doctests;
+   tfwb/conftest.py leaves out tfwb/tf and tfwb/ui where TensorFlow or the widgets are missing),
+   in one pytest run over all cores.
+2. **Colab's versions** (``.venv-colab``, built here from tests/colab-constraints.txt): every
+   chapter under nbval. Colab's GPU runtime (its published package list, 2026-08) has Python
+   3.13, TensorFlow 2.20.0, Keras 3.13.2, numpy 2.1.3, ipywidgets 7.7.1 and protobuf 5.29.6;
+   this leg has the same versions with the CPU build of that TensorFlow (``tensorflow-cpu``),
+   on Python 3.13 where this machine has it (pyenv's, or ``python3.13`` on the PATH), else on
+   this Python, and says so. The chapters run here and nowhere else, so the new leg costs only
+   its install: each chapter runs once, under the versions most readers have.
+3. The browser test, in ``.venv``: it drives the Workbench smoke notebook
+   (tests/ui/workbench_smoke.ipynb; every chapter in the browser is opt-in:
+   ``TFWB_UI_ALL_CHAPTERS=1``).
 
-Usage: python tests/run_all.py [--skip-ui] [--skip-slow] [extra pytest args]
+Legs 1 and 2 run side by side, each spread over all cores (pytest-xdist), as the single
+pytest run over both did before: while one leg finishes its last files, the other keeps the
+cores busy; leg 2's output is printed whole when it ends.
+
+Why this split: the package tests exercise tfwb's code paths on the versions constraints.txt
+pins (the newest that pass); the chapters are what a reader runs, mostly on Colab, so they
+prove Colab's versions. The Workbench check on ipywidgets 7.7 in tests/test_binder.py runs in
+``.venv-colab`` too (``TFWB_COLAB_PYTHON``) instead of building a venv of its own. The Binder
+test installs binder/requirements.txt, imports tfwb and trains once; it runs no chapter.
+
+``.venv-colab`` is cached like ``.venv``: it is rebuilt only when tests/colab-constraints.txt,
+pyproject.toml or the interpreter change (a stamp file in it records them). Measured on this
+machine (2 AMD EPYC cores shared with other work): building it took 84 s with pip's cache warm
+and 209 s on a busier machine (a cold cache adds the downloads, about 400 MB); reusing it takes
+under a second. The chapters leg alone (8 chapters, 153 nbval cells, 2 workers) took 302 s
+when the machine was quiet and 783 s when it was shared (half of the 2 cores on average); it
+replaces the chapters' share of the former single run, so the new leg costs its install
+(once per change of its inputs) minus the ipywidgets-7 venv it saves.
+
+This is the README's test command (``.ci/run`` calls it). It installs Debian's ``chromium``
+when it is missing and this process may use apt (root), so the browser test can run; it never
+downloads a browser through Playwright. Exit status is non-zero when any stage fails.
+
+Usage: python tests/run_all.py [--skip-ui] [--skip-slow] [--refresh-colab] [extra pytest args]
+
+``--refresh-colab`` rebuilds ``.venv-colab`` from Colab's own pins and tfwb's floors alone (the
+blocks above ``# Resolved by pip around them:`` in tests/colab-constraints.txt), rewrites the
+block below with what pip picked around them, then runs the tests.
 """
 from __future__ import annotations
 
+import glob
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
+COLAB_VENV = ROOT / ".venv-colab"
+COLAB_CONSTRAINTS = ROOT / "tests" / "colab-constraints.txt"
+COLAB_PYTHON = "3.13"
+#: What .venv-colab installs: tfwb as the Colab install cell does (gpu, profile), TensorFlow's CPU
+#: build, and what nbval needs. Versions come from tests/colab-constraints.txt.
+COLAB_PACKAGES = ("tensorflow-cpu", "-e", ".[gpu,profile]", "pytest", "pytest-xdist", "nbval", "ipykernel")
+COLAB_PINS_END = "# Resolved by pip around them:"
+STAMP = "tfwb-colab-stamp"
 
 
 def ensure_chromium() -> bool:
@@ -39,13 +83,33 @@ def ensure_chromium() -> bool:
     return os.path.exists(CHROMIUM)
 
 
-def stage(name: str, args: list) -> int:
+def stage(name: str, args: list, env: Optional[dict] = None) -> int:
     t0 = time.perf_counter()
-    print(f"\n=== {name}: {' '.join(args)}", flush=True)
-    rc = subprocess.call(args, cwd=ROOT)
+    print(f"\n=== {name}: {' '.join(str(a) for a in args)}", flush=True)
+    rc = subprocess.call(args, cwd=ROOT, env=env)
     print(f"=== {name}: {'ok' if rc == 0 else f'FAILED (exit {rc})'} in {time.perf_counter() - t0:.0f} s",
           flush=True)
     return rc
+
+
+class Background:
+    """A stage that runs beside the others; its output is printed, whole, when it ends."""
+
+    def __init__(self, name: str, args: list, env: Optional[dict] = None) -> None:
+        self.name, self.t0 = name, time.perf_counter()
+        self.log = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+        print(f"\n=== {name} (beside the next stage): {' '.join(str(a) for a in args)}", flush=True)
+        self.proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def wait(self) -> int:
+        rc = self.proc.wait()
+        self.log.seek(0)
+        print(f"\n=== {self.name}: output", flush=True)
+        sys.stdout.write(self.log.read())
+        self.log.close()
+        print(f"=== {self.name}: {'ok' if rc == 0 else f'FAILED (exit {rc})'} in "
+              f"{time.perf_counter() - self.t0:.0f} s", flush=True)
+        return rc
 
 
 def workers() -> list:
@@ -59,25 +123,126 @@ def workers() -> list:
     return ["-n", str(n), "--dist", "loadfile"] if n > 1 else []
 
 
-def main(argv: list) -> int:
-    skip_ui = "--skip-ui" in argv
-    skip_slow = "--skip-slow" in argv
-    extra = [a for a in argv if a not in ("--skip-ui", "--skip-slow")]
+# -- .venv-colab ---------------------------------------------------------------------------
+
+def _version_of(python: str) -> Optional[str]:
+    try:
+        out = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                             capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def colab_python(version: str = COLAB_PYTHON) -> Tuple[str, str]:
+    """(python, why): an interpreter of Colab's Python version when this machine has one, else ours."""
+    candidates = [shutil.which(f"python{version}")]                     # may be a pyenv shim that fails
+    candidates += sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{version}.*/bin/python{version}")))
+    for python in filter(None, candidates):
+        if _version_of(python) == version:
+            return python, f"Python {version}, as Colab ({python})"
+    return sys.executable, (f"Colab has Python {version}, which this machine lacks: using "
+                            f"{sys.executable} ({sys.version.split()[0]}) with Colab's package versions")
+
+
+def colab_pins(text: str) -> str:
+    """tests/colab-constraints.txt down to its frozen block: the header, Colab's versions, tfwb's floors.
+
+    Raises:
+        ValueError: when the file has no ``# Resolved by pip around them:`` line.
+    """
+    head, sep, _ = text.partition(COLAB_PINS_END)
+    if not sep:
+        raise ValueError(f"{COLAB_CONSTRAINTS.name} has no line {COLAB_PINS_END!r}")
+    return head + sep + "\n"
+
+
+def colab_stamp(python: str, constraints: str) -> str:
+    """What .venv-colab was built from: a change in any of them rebuilds it."""
+    parts = [python, _version_of(python) or "?", " ".join(COLAB_PACKAGES), constraints,
+             (ROOT / "pyproject.toml").read_text(encoding="utf-8")]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def _clean_env(**extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    env.update(extra)
+    return env
+
+
+def ensure_colab_venv(refresh: bool = False) -> Optional[Path]:
+    """``.venv-colab/bin/python``, built (or reused) from tests/colab-constraints.txt; None when pip failed.
+
+    With ``refresh``, built from Colab's own pins alone, and the file's second block rewritten
+    with ``pip freeze`` of the result.
+    """
+    python, why = colab_python()
+    text = COLAB_CONSTRAINTS.read_text(encoding="utf-8")
+    constraints = colab_pins(text) if refresh else text
+    stamp = colab_stamp(python, constraints)
+    venv_python = COLAB_VENV / "bin" / "python"
+    stamp_file = COLAB_VENV / STAMP
+    print(f"run_all: Colab's versions: {why}", flush=True)
+    if not refresh and venv_python.exists() and stamp_file.exists() and stamp_file.read_text() == stamp:
+        print(f"run_all: reusing {COLAB_VENV.name} (built from the same constraints)", flush=True)
+        return venv_python
+    t0 = time.perf_counter()
+    shutil.rmtree(COLAB_VENV, ignore_errors=True)
+    subprocess.run([python, "-m", "venv", str(COLAB_VENV)], check=True, timeout=300)
+    pins = COLAB_VENV / "constraints.txt"
+    pins.write_text(constraints, encoding="utf-8")
+    proc = subprocess.run([str(venv_python), "-m", "pip", "install", "-q", "-c", str(pins), *COLAB_PACKAGES],
+                          cwd=ROOT, env=_clean_env(), timeout=3600)
+    if proc.returncode != 0:
+        print(f"run_all: building {COLAB_VENV.name} failed (pip exit {proc.returncode})", flush=True)
+        return None
+    if refresh:
+        frozen = subprocess.run([str(venv_python), "-m", "pip", "freeze", "--exclude-editable"],
+                                capture_output=True, text=True, check=True, env=_clean_env()).stdout
+        own = {line.split("==")[0].lower().replace("_", "-") for line in constraints.splitlines()
+               if "==" in line and not line.startswith("#")}
+        rest = [ln for ln in frozen.splitlines()
+                if "==" in ln and ln.split("==")[0].lower().replace("_", "-") not in own]
+        COLAB_CONSTRAINTS.write_text(constraints + "".join(f"{ln}\n" for ln in rest), encoding="utf-8")
+        stamp = colab_stamp(python, COLAB_CONSTRAINTS.read_text(encoding="utf-8"))
+    stamp_file.write_text(stamp)
+    print(f"run_all: built {COLAB_VENV.name} in {time.perf_counter() - t0:.0f} s", flush=True)
+    return venv_python
+
+
+def main(argv: List[str]) -> int:
+    flags = ("--skip-ui", "--skip-slow", "--refresh-colab")
+    skip_ui, skip_slow, refresh = (f in argv for f in flags)
+    extra = [a for a in argv if a not in flags]
     os.environ.setdefault("TFWB_FAST", "1")
-    py = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider"]
     marks = "not ui" + (" and not slow" if skip_slow else "")
-    # One pytest run for the package tests and every chapter (nbval), spread over the cores.
-    rcs = [
-        stage("package tests and notebooks (nbval)",
-              py + ["-q", "-m", marks] + workers()
-              # importlib: tests/conftest.py and notebooks/conftest.py share a basename
-              + ["--import-mode=importlib", "--doctest-modules", "--nbval-lax", "--nbval-current-env", "--nbval-cell-timeout=900",
-                 "--ignore=tests/ui", "tfwb", "tests", "notebooks"] + extra),
-    ]
+    rcs = []
+    colab = ensure_colab_venv(refresh)
+    env = dict(os.environ)
+    if colab is not None:
+        env["TFWB_COLAB_PYTHON"] = str(colab)      # tests/test_binder.py checks ipywidgets 7.7 there
+    else:
+        rcs.append(1)
+    pytest_ = ["-m", "pytest", "-p", "no:cacheprovider"]
+    # The two legs run side by side, each over all cores, as one pytest run over both did:
+    # while one leg's last files finish, the other's keep the cores busy.
+    chapters = None
+    if colab is not None:
+        chapters = Background("every chapter under Colab's versions (.venv-colab, nbval)",
+                              [str(colab)] + pytest_ + ["-q"] + workers()
+                              # importlib: tests/conftest.py and notebooks/conftest.py share a basename
+                              + ["--import-mode=importlib", "--nbval-lax", "--nbval-current-env",
+                                 "--nbval-cell-timeout=900", "notebooks"] + extra, _clean_env())
+    rcs.append(stage("package tests and doctests (.venv: the pinned newest)",
+                     [sys.executable] + pytest_ + ["-q", "-m", marks] + workers()
+                     + ["--import-mode=importlib", "--doctest-modules", "--ignore=tests/ui", "tfwb", "tests"]
+                     + extra, env))
+    if chapters is not None:
+        rcs.append(chapters.wait())
     if not skip_ui:
         ensure_chromium()
         # Its own pytest process: Playwright's sync API refuses to run inside an asyncio loop.
-        rcs.append(stage("browser test", py + ["-q", "-m", "ui", "tests/ui"] + extra))
+        rcs.append(stage("browser test", [sys.executable] + pytest_ + ["-q", "-m", "ui", "tests/ui"] + extra))
     failed = sum(1 for rc in rcs if rc not in (0, 5))   # 5: no tests collected
     print(f"\nrun_all: {len(rcs) - failed}/{len(rcs)} stages passed", flush=True)
     return 1 if failed else 0

@@ -17,10 +17,11 @@ install and run times.
   TensorFlow), one tiny ``tfwb.run`` trains in small mode, and the venv's own
   ``python3`` kernel is the one Jupyter lists. No chapter runs here: nbval runs every
   chapter once, in the test environment, which holds the same pinned versions.
-* ipywidgets 7.7 (what Colab long shipped): a venv with ``ipywidgets==7.7.*`` and
-  tfwb's other dependencies (no TensorFlow); a script builds the Workbench with the
-  shared fake runner (tests/fakes.py), checks its CSS classes, clicks Run and checks
-  the chart's PNG.
+* ipywidgets 7.7 (what Colab ships, 7.7.1): in ``.venv-colab``, the environment with Colab's
+  versions that tests/run_all.py builds for the chapters (it passes its interpreter in
+  ``TFWB_COLAB_PYTHON``), else in a venv of its own with ``ipywidgets==7.7.*`` and tfwb's other
+  dependencies; a script builds the Workbench with the shared fake runner (tests/fakes.py),
+  checks its CSS classes, clicks Run and checks the chart's PNG.
 """
 from __future__ import annotations
 
@@ -115,6 +116,85 @@ def test_readme_documents_the_refresh_command():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "python3 tools/refresh_constraints.py --upgrade" in readme
     assert "python3 tools/refresh_constraints.py --upgrade" in CONSTRAINTS.read_text(encoding="utf-8")
+
+
+# -- Colab's versions (tests/colab-constraints.txt) and tfwb's floors ------------------------
+
+COLAB_CONSTRAINTS = ROOT / "tests" / "colab-constraints.txt"
+#: Colab's GPU runtime, 2026-08 (its published package list); TensorFlow as its CPU build here.
+COLAB_VERSIONS = {"tensorflow-cpu": "2.20.0", "keras": "3.13.2", "numpy": "2.1.3", "ipywidgets": "7.7.1",
+                  "protobuf": "5.29.6"}
+
+
+def _colab_pins() -> dict:
+    pins = {}
+    for n, line in enumerate(COLAB_CONSTRAINTS.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        req = Requirement(line)
+        spec = str(req.specifier)
+        assert spec.startswith("==") and "," not in spec and req.marker is None, \
+            f"colab-constraints.txt line {n} is not an exact pin: {line!r}"
+        name = canonicalize_name(req.name)
+        assert name not in pins, f"colab-constraints.txt pins {name} twice (line {n})"
+        pins[name] = spec[2:]
+    return pins
+
+
+def test_the_colab_leg_pins_colabs_versions_first():
+    pins = _colab_pins()
+    assert "tfwb" not in pins
+    assert {n: pins.get(n) for n in COLAB_VERSIONS} == COLAB_VERSIONS
+    text = COLAB_CONSTRAINTS.read_text(encoding="utf-8")
+    first = [ln for ln in text.split("# Resolved by pip around them:")[0].splitlines() if "==" in ln]
+    assert [canonicalize_name(ln.split("==")[0]) for ln in first[:len(COLAB_VERSIONS)]] == list(COLAB_VERSIONS)
+
+
+def test_the_colab_leg_installs_tfwb_as_the_install_cell_does():
+    spec = importlib.util.spec_from_file_location("run_all", ROOT / "tests" / "run_all.py")
+    run_all = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_all)
+    from tfwb import book
+
+    assert ".[gpu,profile]" in run_all.COLAB_PACKAGES and "tfwb[gpu,profile] @ git+" in book.install_source()
+    assert run_all.COLAB_CONSTRAINTS == COLAB_CONSTRAINTS and run_all.COLAB_PYTHON == "3.13"
+    kept = run_all.colab_pins(COLAB_CONSTRAINTS.read_text(encoding="utf-8"))    # what --refresh-colab keeps
+    assert all(f"{n}=={v}" in kept for n, v in COLAB_VERSIONS.items()) and "jupyterlab" not in kept
+    with pytest.raises(ValueError, match="Resolved by pip around them"):
+        run_all.colab_pins("numpy==2.1.3\n")
+
+
+def _floors() -> dict:
+    """``{name: floor}`` of tfwb's runtime requirements in pyproject.toml (dependencies, tf, gpu, profile)."""
+    try:
+        import tomllib
+    except ImportError:                                  # Python 3.10
+        pytest.skip("tomllib needs Python 3.11")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    reqs = list(project["dependencies"])
+    for extra in ("tf", "gpu", "profile"):
+        reqs += project["optional-dependencies"][extra]
+    floors = {}
+    for line in reqs:
+        req = Requirement(line)
+        low = [s.version for s in req.specifier if s.operator == ">="]
+        assert low, f"pyproject.toml: {line!r} has no floor (>=): say the oldest version the tests run"
+        floors[canonicalize_name(req.name)] = low[0]
+    return floors
+
+
+def test_tfwbs_floors_are_versions_the_tests_run():
+    """Each floor is the oldest version a leg of the test command installs: the Colab leg's pin
+    (TensorFlow: its CPU build), never newer than the pinned newest (constraints.txt)."""
+    from packaging.version import Version
+
+    colab, newest = _colab_pins(), _pins()
+    for name, floor in _floors().items():
+        tested = "tensorflow-cpu" if name == "tensorflow" else name
+        assert tested in colab and tested in newest, f"{name} is not installed by both legs"
+        assert Version(floor) == Version(colab[tested]), \
+            f"pyproject.toml's floor {name}>={floor} is not the version the Colab leg tests ({colab[tested]})"
+        assert Version(colab[tested]) <= Version(newest[tested]), (name, colab[tested], newest[tested])
 
 
 # -- fresh virtual environments ------------------------------------------------------------
@@ -265,6 +345,11 @@ print(json.dumps({
 
 @pytest.fixture(scope="module")
 def widgets7_venv(tmp_path_factory) -> Path:
+    """Colab's environment (``.venv-colab``, ipywidgets 7.7.1) when tests/run_all.py built it, else a venv of its own."""
+    colab = os.environ.get("TFWB_COLAB_PYTHON")
+    if colab and Path(colab).exists():
+        print(f"\n[ipywidgets 7.7] reusing Colab's versions ({colab})", flush=True)
+        return Path(colab)
     venv_python = make_venv(sys.executable, tmp_path_factory.mktemp("ipywidgets7") / "venv")
     seconds = pip_install(venv_python, ["ipywidgets==7.7.*", "numpy", "psutil>=5.8", "matplotlib>=3.5", "pillow"],
                           cwd=ROOT)

@@ -62,12 +62,6 @@ def test_badges_point_at_this_notebook_and_the_repo(path):
     assert "mybinder.org/badge_logo.svg" in source(load(path)["cells"][0])
 
 
-def test_install_cell_names_the_repo_slug():
-    src = book.install_source()
-    assert f"git+https://github.com/{book.REPO_SLUG}@{book.BRANCH}" in src
-    assert re.fullmatch(r"[\w.-]+/[\w.-]+", book.REPO_SLUG)
-
-
 @pytest.mark.parametrize("path", NOTEBOOKS)
 def test_every_notebook_is_a_listed_chapter(path):
     assert path in [c.path for c in book.CHAPTERS], f"{path} is not in tfwb.book.CHAPTERS"
@@ -151,6 +145,12 @@ def _install_cell(path: str = None) -> str:
     return source(load(path)["cells"][1])
 
 
+def _run_cell(ns: dict = None) -> dict:
+    ns = {} if ns is None else ns
+    exec(compile(_install_cell(), "<install cell>", "exec"), ns)
+    return ns
+
+
 @pytest.fixture
 def no_subprocess(monkeypatch):
     """Any subprocess call from the cell is recorded and fails the test that did not expect it."""
@@ -165,19 +165,30 @@ def no_subprocess(monkeypatch):
     return calls
 
 
+@pytest.fixture
+def pip_calls(monkeypatch):
+    calls = []
+    monkeypatch.setattr(subprocess, "check_call", lambda args, **kw: calls.append(list(args)))
+    return calls
+
+
 TPU_VARIABLES = ("TPU_ACCELERATOR_TYPE", "TPU_NAME", "COLAB_TPU_1VM", "COLAB_TPU_ADDR")
 
 
 @pytest.fixture(autouse=True)
 def no_tpu(monkeypatch):
-    """This machine looks like no TPU runtime to the cell, whatever it really is."""
+    """This machine looks like no TPU runtime to the cell, whatever it really is: no TPU variable,
+    no /dev/accel*, no /dev/vfio groups, no /dev/nvidia*."""
     import glob
+    import os
 
     for name in TPU_VARIABLES:
         monkeypatch.delenv(name, raising=False)
-    real_glob = glob.glob
-    monkeypatch.setattr(glob, "glob", lambda pattern, *a, **kw: [] if pattern.startswith("/dev/accel")
+    real_glob, real_listdir = glob.glob, os.listdir
+    monkeypatch.setattr(glob, "glob", lambda pattern, *a, **kw: [] if str(pattern).startswith("/dev/")
                         else real_glob(pattern, *a, **kw))
+    monkeypatch.setattr(os, "listdir", lambda path=".": [] if str(path).startswith("/dev/")
+                        else real_listdir(path))
 
 
 @pytest.fixture
@@ -193,11 +204,49 @@ def fake_colab(monkeypatch):
     return enabled
 
 
+def _runtime(monkeypatch, *, tfwb: bool, versions: dict, devices=(), environ=None):
+    """A fake runtime for the cell: which of tfwb / tensorflow / tensorflow-tpu / libtpu are
+    installed (``versions``: name -> version or None), which /dev entries exist, which variables."""
+    import glob
+    import importlib.metadata as md
+    import os
+
+    real_find_spec, real_version = importlib.util.find_spec, md.version
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "tfwb" and not tfwb else real_find_spec(name, *a))
+
+    def version(name):
+        if name in versions:
+            if versions[name] is None:
+                raise md.PackageNotFoundError(name)
+            return versions[name]
+        return real_version(name)
+
+    monkeypatch.setattr(md, "version", version)
+    devices = list(devices)
+    real_glob, real_listdir = glob.glob, os.listdir
+    monkeypatch.setattr(glob, "glob", lambda pattern, *a, **kw: [d for d in devices if _fn(d, pattern)]
+                        if str(pattern).startswith("/dev/") else real_glob(pattern, *a, **kw))
+    monkeypatch.setattr(os, "listdir", lambda path=".": sorted(
+        {d[len(str(path)) + 1:].split("/")[0] for d in devices if d.startswith(str(path).rstrip("/") + "/")})
+        if str(path).startswith("/dev/") else real_listdir(path))
+    for name, value in (environ or {}).items():
+        monkeypatch.setenv(name, value)
+
+
+def _fn(path: str, pattern: str) -> bool:
+    import fnmatch
+    return fnmatch.fnmatch(path, pattern)
+
+
+NO_TF = {"tensorflow": None, "tensorflow-tpu": None, "libtpu": None}
+COLAB_TPU = {"tensorflow": None, "tensorflow-tpu": None, "libtpu": "0.0.21.1"}   # Colab's TPU image: JAX's libtpu
+
+
 def test_install_cell_does_nothing_outside_colab(monkeypatch, no_subprocess):
     monkeypatch.delitem(sys.modules, "google.colab", raising=False)
-    ns: dict = {}
-    exec(compile(_install_cell(), "<install cell>", "exec"), ns)
-    assert ns["IN_COLAB"] is False
+    ns = _run_cell()
+    assert ns["IN_COLAB"] is False and ns["ON_TPU"] is False and ns["TPU_INSTALL"] == []
     assert no_subprocess == []
 
 
@@ -205,8 +254,7 @@ def test_install_cell_on_colab_with_tfwb_installed_enables_the_widget_manager(fa
     import ipywidgets
 
     assert importlib.util.find_spec("tfwb") is not None
-    ns: dict = {}
-    exec(compile(_install_cell(), "<install cell>", "exec"), ns)
+    ns = _run_cell()
     assert ns["IN_COLAB"] is True
     assert no_subprocess == []                                   # no pip install
     major = int(ipywidgets.__version__.split(".")[0])
@@ -216,69 +264,121 @@ def test_install_cell_on_colab_with_tfwb_installed_enables_the_widget_manager(fa
 def test_install_cell_on_colab_with_ipywidgets_7_leaves_the_widget_manager_alone(
         monkeypatch, fake_colab, no_subprocess):
     old = types.ModuleType("ipywidgets")
-    old.__version__ = "7.7.1"                                   # what Colab long shipped
+    old.__version__ = "7.7.1"                                   # what Colab ships
     monkeypatch.setitem(sys.modules, "ipywidgets", old)
-    ns: dict = {}
-    exec(compile(_install_cell(), "<install cell>", "exec"), ns)
+    ns = _run_cell()
     assert ns["IN_COLAB"] is True and fake_colab == [] and no_subprocess == []
 
 
-def test_install_cell_on_colab_without_tfwb_pip_installs_it_from_the_repo(monkeypatch, fake_colab):
-    calls = []
-    monkeypatch.setattr(subprocess, "check_call", lambda args, **kw: calls.append(list(args)))
-    real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "tfwb" else real_find_spec(name, *a))
-    exec(compile(_install_cell(), "<install cell>", "exec"), {})
-    assert len(calls) == 1
-    cmd = calls[0]
+def test_install_cell_on_colab_without_tfwb_installs_the_pinned_release(monkeypatch, fake_colab, pip_calls):
+    _runtime(monkeypatch, tfwb=False, versions={"tensorflow": "2.20.0"})
+    _run_cell()
+    assert len(pip_calls) == 1
+    cmd = pip_calls[0]
     assert cmd[:4] == [sys.executable, "-m", "pip", "install"]
-    assert f"git+https://github.com/{book.REPO_SLUG}@{book.BRANCH}" in cmd[-1]
-    assert cmd[-1].startswith("tfwb")
+    assert cmd[-1] == f"tfwb[gpu,profile] @ git+https://github.com/{book.REPO_SLUG}@{book.TFWB_REF}"
     assert not any("tensorflow" in part for part in cmd)      # Colab's own TensorFlow is kept
 
 
-def _missing(monkeypatch, *names):
-    real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name in names else real_find_spec(name, *a))
+def test_the_install_cell_pins_the_tfwb_version_of_pyproject():
+    """The cell installs the tfwb release the chapter was written for: the tag of this version."""
+    version = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(encoding="utf-8"), re.M)
+    assert version and book.TFWB_VERSION == version.group(1), (book.TFWB_VERSION, version)
+    assert book.TFWB_REF == f"v{book.TFWB_VERSION}"
+    src = book.install_source()
+    assert f"git+https://github.com/{book.REPO_SLUG}@{book.TFWB_REF}\"" in src
+    assert f"@{book.BRANCH}\"" not in src and re.fullmatch(r"[\w.-]+/[\w.-]+", book.REPO_SLUG)
 
 
-@pytest.mark.parametrize("how", ["TPU_ACCELERATOR_TYPE", "/dev/accel0"])
-def test_install_cell_on_a_colab_tpu_runtime_installs_a_tpu_tensorflow_first(monkeypatch, fake_colab, how):
-    import glob
-
-    if how.startswith("/dev/"):
-        monkeypatch.setattr(glob, "glob", lambda pattern, *a, **kw: [how] if pattern.startswith("/dev/accel") else [])
-    else:
-        monkeypatch.setenv(how, "v2-8")
-    calls = []
-    monkeypatch.setattr(subprocess, "check_call", lambda args, **kw: calls.append(list(args)))
-    _missing(monkeypatch, "tfwb", "tensorflow")                # what Colab's TPU images ship
-    ns: dict = {}
-    exec(compile(_install_cell(), "<install cell>", "exec"), ns)
-    assert ns["ON_TPU"] is True and len(calls) == 2, calls
-    tpu_tf, tfwb_pkg = calls
-    assert tpu_tf[:5] == [sys.executable, "-m", "pip", "install", "-q"] and "tensorflow-tpu" in tpu_tf
-    assert tpu_tf[tpu_tf.index("-f") + 1] == book.TPU_TF_INDEX
+@pytest.mark.parametrize("devices, environ", [
+    (["/dev/accel0"], {}),                                        # TPU VMs up to v4
+    (["/dev/vfio/vfio", "/dev/vfio/0"], {}),                      # a v5e: VFIO groups, no /dev/accel*
+    ([], {"TPU_NAME": "local"}),
+])
+def test_install_cell_on_a_colab_tpu_installs_tensorflows_tpu_pair_first(monkeypatch, fake_colab, pip_calls,
+                                                                          devices, environ):
+    _runtime(monkeypatch, tfwb=False, versions=COLAB_TPU, devices=devices, environ=environ)
+    ns = _run_cell()
+    assert ns["ON_TPU"] is True and len(pip_calls) == 2, pip_calls
+    tpu, tfwb_pkg = pip_calls
+    assert tpu == [sys.executable, "-m", "pip", "install", "-q", "tensorflow-tpu==2.20.0", "libtpu==0.0.14"]
     assert tfwb_pkg[-1].startswith("tfwb") and "tensorflow" not in tfwb_pkg[-1]
 
 
-def test_install_cell_on_a_tpu_runtime_keeps_a_tensorflow_already_there(monkeypatch, fake_colab):
-    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v5e-1")
-    calls = []
-    monkeypatch.setattr(subprocess, "check_call", lambda args, **kw: calls.append(list(args)))
-    _missing(monkeypatch, "tfwb")
-    exec(compile(_install_cell(), "<install cell>", "exec"), {})
-    assert len(calls) == 1 and not any("tensorflow-tpu" in part for part in calls[0])
+def test_install_cell_fixes_only_the_libtpu_next_to_a_tensorflow_tpu(monkeypatch, fake_colab, pip_calls):
+    _runtime(monkeypatch, tfwb=True, versions={"tensorflow": None, "tensorflow-tpu": "2.20.0", "libtpu": "0.0.21.1"},
+             devices=["/dev/accel0"])
+    _run_cell()
+    assert pip_calls == [[sys.executable, "-m", "pip", "install", "-q", "libtpu==0.0.14"]]
+
+
+def test_install_cell_installs_nothing_when_the_pair_is_there(monkeypatch, fake_colab, no_subprocess):
+    _runtime(monkeypatch, tfwb=True, versions={"tensorflow": None, **{n: v for n, v in book.TPU_PAIR.items()}},
+             devices=["/dev/accel0"])
+    assert _run_cell()["TPU_INSTALL"] == [] and no_subprocess == []
+
+
+def test_install_cell_keeps_the_readers_own_tensorflow_on_a_tpu(monkeypatch, fake_colab, pip_calls):
+    _runtime(monkeypatch, tfwb=False, versions={**COLAB_TPU, "tensorflow": "2.21.0"}, devices=["/dev/accel0"])
+    ns = _run_cell()
+    assert ns["ON_TPU"] is True and ns["TPU_INSTALL"] == []
+    assert len(pip_calls) == 1 and not any("tensorflow-tpu" in part for part in pip_calls[0])
+
+
+def test_install_cell_on_a_gpu_runtime_with_vfio_is_no_tpu(monkeypatch, fake_colab, no_subprocess):
+    """GPU passthrough VMs have /dev/vfio too: with an NVIDIA device there, it is not a TPU."""
+    _runtime(monkeypatch, tfwb=True, versions=NO_TF, devices=["/dev/vfio/vfio", "/dev/vfio/3", "/dev/nvidia0"])
+    ns = _run_cell()
+    assert ns["ON_TPU"] is False and no_subprocess == []
 
 
 def test_install_cell_outside_colab_ignores_tpu_signs(monkeypatch, no_subprocess):
     monkeypatch.delitem(sys.modules, "google.colab", raising=False)
-    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v2-8")
-    ns: dict = {}
-    exec(compile(_install_cell(), "<install cell>", "exec"), ns)
+    _runtime(monkeypatch, tfwb=False, versions=NO_TF, devices=["/dev/accel0"], environ={"TPU_NAME": "local"})
+    ns = _run_cell()
     assert ns["ON_TPU"] is False and no_subprocess == []
+
+
+def test_tpu_requirements_is_the_cells_decision():
+    assert book.tpu_requirements(True, COLAB_TPU) == ["tensorflow-tpu==2.20.0", "libtpu==0.0.14"]
+    assert book.tpu_requirements(True, NO_TF) == ["tensorflow-tpu==2.20.0", "libtpu==0.0.14"]
+    assert book.tpu_requirements(True, {"tensorflow-tpu": "2.19.0", "libtpu": "0.0.14"}) == ["tensorflow-tpu==2.20.0"]
+    assert book.tpu_requirements(True, {"tensorflow": "2.20.0"}) == []
+    assert book.tpu_requirements(False, COLAB_TPU) == []
+    ns = _run_cell()
+    for on_tpu in (True, False):
+        for versions in (COLAB_TPU, NO_TF, {"tensorflow": "2.20.0"}, {"tensorflow-tpu": "2.20.0", "libtpu": "0.0.21.1"}):
+            assert ns["tpu_requirements"](on_tpu, versions) == book.tpu_requirements(on_tpu, versions)
+
+
+def _dev(tmp_path, *entries) -> str:
+    root = tmp_path / f"dev{len(list(tmp_path.iterdir()))}"
+    root.mkdir()
+    for entry in entries:
+        (root / entry).parent.mkdir(parents=True, exist_ok=True)
+        (root / entry).touch()
+    return str(root)
+
+
+def test_the_cell_and_tfwb_hardware_detect_a_tpu_by_one_rule(monkeypatch, tmp_path):
+    """The cell carries tfwb.hardware.detect_tpu's code: both agree on every described runtime."""
+    from tfwb import hardware
+
+    monkeypatch.undo()                          # real glob and listdir: the rule reads tmp_path
+    ns = _run_cell()
+    cases = [
+        ({}, _dev(tmp_path), False),                                      # a laptop
+        ({}, _dev(tmp_path, "accel0"), False),                            # TPU VM v2-v4
+        ({}, _dev(tmp_path, "vfio/vfio", "vfio/0"), False),               # TPU v5e VM
+        ({}, _dev(tmp_path, "vfio/vfio", "vfio/0"), True),                # GPU passthrough VM
+        ({}, _dev(tmp_path, "vfio/vfio"), False),                         # VFIO control file only
+        ({"TPU_NAME": "local"}, _dev(tmp_path), False),
+        ({"COLAB_TPU_ADDR": "10.0.0.2:8470"}, _dev(tmp_path), True),
+        ({"TPU_NAME": ""}, _dev(tmp_path, "nvidia0"), True),
+    ]
+    got = [(ns["detect_tpu"](env, dev, gpu), hardware.detect_tpu(env, dev, gpu)) for env, dev, gpu in cases]
+    assert all(a == b for a, b in got), got
+    assert [a for a, _ in got] == [False, True, True, False, False, True, True, False]
 
 
 # -- the README's test command is what CI runs ------------------------------------------

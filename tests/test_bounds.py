@@ -89,3 +89,26 @@ def test_no_function_local_imports(path):
     local = [node.lineno for fn in ast.walk(tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
              for node in ast.walk(fn) if isinstance(node, (ast.Import, ast.ImportFrom))]
     assert local == [], f"{path}: function-local imports at lines {local}"
+
+
+# -- the iterator's own floor (data_source="memory") -------------------------------------------------
+def test_input_fraction_counts_only_the_wait_above_the_iterators_floor():
+    assert bounds.input_fraction([1.0, 1.0], [0.3, 0.1]) == pytest.approx(0.2)
+    assert bounds.input_fraction([1.0, 1.0], [0.3, 0.1], floor_s=0.1) == pytest.approx(0.1)
+    assert bounds.input_fraction([1.0], [0.05], floor_s=0.1) == 0.0
+    assert bounds.input_fraction([], []) is None and bounds.input_fraction([1.0], []) is None
+
+
+def test_a_fast_gpu_step_on_staged_batches_does_not_read_input_bound():
+    """0.5 ms steps whose 60 us next() is all floor: 12 % raw wait, nothing above the floor."""
+    gpu = tuple(Sample(t_s=i * 0.1, gpu_util_pct=(95.0,)) for i in range(8))
+    raw = RunResult(config=RunConfig(data_source="memory"), step_times_s=(0.5e-3,) * 8,
+                    input_wait_s=(60e-6,) * 8, samples=gpu)
+    assert raw.input_wait_fraction == pytest.approx(0.12)
+    assert diagnosis.diagnose(raw).verdict == INPUT_MODERATE        # what the floor is for
+    floored = RunResult(config=RunConfig(data_source="memory"), step_times_s=(0.5e-3,) * 8,
+                        input_wait_s=(60e-6,) * 8, samples=gpu, input_floor_s=58e-6)
+    assert floored.input_wait_fraction == pytest.approx(0.004)
+    assert bound_of(floored) == COMPUTE
+    assert diagnosis.diagnose(floored).verdict == NOT_INPUT
+    assert RunResult.from_json(floored.to_json()).input_floor_s == 58e-6

@@ -26,7 +26,9 @@ def test_chapter_sets_up_devices_size_and_machine_and_says_so(monkeypatch):
     assert ch.chapter == book.find_chapter("02")
     assert ch.fast and ch.size.size == "small" and ch.size.step_s is None     # TFWB_FAST=1: nothing measured
     assert RunConfig().resolved_size == "small"                               # size="auto" now means small
-    assert ch.hw == hardware.detect()
+    from tfwb.tf.runner import devices
+
+    assert ch.hw == devices.machine() and ch.hw.gpus_from == "tensorflow"      # TensorFlow's view
     import tensorflow as tf
 
     assert ch.cpu_devices == len(tf.config.list_logical_devices("CPU"))

@@ -150,9 +150,27 @@ def test_placement_gives_each_worker_its_own_cores_and_gpus(monkeypatch):
     assert [s["gpus"] for s in ps] == [[], ["3", "5"], []] and ps[0]["cpus"] == cores
     tfc = tfconfig.local(1, parameter_servers=1)[0]
     assert cluster._worker_env(tfc, ps[0], True)["CUDA_VISIBLE_DEVICES"] == ""   # the chief sees no GPU
-    if len(cores) >= 3:
-        with pytest.raises(ValueError, match="it has 2 GPU"):
-            cluster.placement(3)
+    if len(cores) >= 3:                        # more workers than GPUs: all of them on the CPU
+        assert all(s["gpus"] == [] for s in cluster.placement(3))
+
+
+@pytest.mark.tf
+def test_one_gpu_and_two_workers_puts_every_worker_on_the_cpu_and_says_so(monkeypatch):
+    monkeypatch.setattr(cluster, "_visible_gpus", lambda: ["0"])          # one Colab T4
+    shares = cluster.placement(2)
+    assert [s["gpus"] for s in shares] == [[], []]
+    tfc = tfconfig.local(2)[1]
+    env = cluster._worker_env(tfc, shares[1], True)
+    assert env["CUDA_VISIBLE_DEVICES"] == "" and env["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
+    note = cluster.cpu_note(2, 1)
+    assert "every worker runs on the CPU" in note and "1 GPU(s) for 2 workers" in note
+    assert cluster.cpu_note(1, 1) is None and cluster.cpu_note(2, 0) is None
+    ps = cluster.placement(2, parameter_server=True)                      # chief, 2 workers, ps
+    assert all(s["gpus"] == [] for s in ps)
+    monkeypatch.setattr(cluster, "_visible_gpus", lambda: ["0", "1"])     # one GPU each: their own, growing
+    two = cluster.placement(2)
+    assert [s["gpus"] for s in two] == [["0"], ["1"]]
+    assert cluster._worker_env(tfc, two[1], True)["CUDA_VISIBLE_DEVICES"] == "1"
 
 
 @pytest.mark.tf
@@ -237,11 +255,138 @@ def test_a_port_taken_under_the_cluster_is_retried_then_a_clear_error(monkeypatc
             return real_local(n, ports=[taken, *tfconfig.free_ports(n - 1)], **kw)
 
         monkeypatch.setattr(tfconfig, "local", always_taken)
+        monkeypatch.setenv(tfconfig.NETWORK_ENV, "open")      # in a private network this port is free
         r = run(small(strategy="multi_worker"))
     assert len(tries) == cluster.PORT_ATTEMPTS
     assert r.status == "failed" and "every try to start the cluster found a chosen port taken" in r.error
     assert f"port {taken}" in r.error and "already in use" in r.error, r.error
     assert_cluster_gone(r)
+
+
+# -- where the cluster listens ---------------------------------------------------------------------------------
+def _hex_address(text: str) -> str:
+    """``0100007F`` (/proc/net/tcp, little-endian) -> ``127.0.0.1``; 32 hex digits -> an IPv6 address."""
+    raw = bytes.fromhex(text)
+    if len(raw) == 4:
+        return socket.inet_ntop(socket.AF_INET, raw[::-1])
+    return socket.inet_ntop(socket.AF_INET6, b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4)))
+
+
+def listening_sockets(pid: int) -> list:
+    """``[(address, port)]`` of the TCP sockets process ``pid`` listens on, read in its own network namespace."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    found = []
+    for table in ("tcp", "tcp6"):
+        path = f"/proc/{pid}/net/{table}"
+        if table == "tcp6" and not os.path.exists(path):
+            continue                                  # no IPv6 in that namespace: no IPv6 sockets either
+        with open(path) as fh:
+            for line in fh.readlines()[1:]:
+                f = line.split()
+                if f[3] == "0A" and f[9] in inodes:                   # 0A: LISTEN
+                    host, port = f[1].split(":")
+                    found.append((_hex_address(host), int(port, 16)))
+    return found
+
+
+def interfaces(pid: int) -> list:
+    with open(f"/proc/{pid}/net/dev") as fh:
+        return sorted(line.split(":")[0].strip() for line in fh.readlines()[2:] if ":" in line)
+
+
+class SocketLister(Observer):
+    """Lists every worker's listening sockets and network at the chief's second step."""
+
+    def __init__(self):
+        self.seen = None
+
+    def on_step_end(self, run, step):
+        if self.seen is None and step >= 1:
+            self.seen = {pid: (listening_sockets(pid), interfaces(pid), os.readlink(f"/proc/{pid}/ns/net"))
+                         for pid in run.extras["cluster"]["pids"]}
+
+
+@pytest.mark.tf
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/<pid>/net is Linux's")
+def test_a_local_cluster_listens_on_loopback_only(monkeypatch):
+    """Every socket a running cluster listens on is reachable on loopback only; with one GPU, on the CPU."""
+    monkeypatch.setattr(cluster, "_visible_gpus", lambda: ["0"])          # one GPU, two workers
+    lister = SocketLister()
+    # per_step: the chief reports each step as it ends, so the lister runs while the workers are up
+    # (windowed timing reports a window's steps when it closes, possibly at the end of a short run).
+    r = run(small(strategy="multi_worker", workers=2, steps=8, timing="per_step"), observers=[lister])
+    assert r.status == "ok", r.error
+    assert any("every worker runs on the CPU" in n for n in r.notes), r.notes
+    assert r.extras["cluster"]["gpus"] == [[], []]
+    network = r.extras["cluster"]["network"]
+    if not network["private"]:
+        pytest.skip(f"this system allows no private network namespace: {network['why']}")
+    assert lister.seen is not None and len(lister.seen) == 2
+    ours = os.readlink("/proc/self/ns/net")
+    ports = {tfconfig.split_address(a)[1] for a in r.extras["cluster"]["addresses"]}
+    for pid, (sockets, names, netns) in lister.seen.items():
+        assert {p for _, p in sockets} & ports, (pid, sockets)          # its gRPC server is among them
+        for address, port in sockets:
+            # TensorFlow binds 0.0.0.0 / [::]: such a socket is on loopback only because its namespace
+            # has no interface but lo, and that namespace is not this process's.
+            on_loopback = address in ("127.0.0.1", "::1") or (names == ["lo"] and netns != ours)
+            assert on_loopback, (pid, address, port, names)
+    assert any("listened in a private network" in n for n in r.notes), r.notes
+    assert_cluster_gone(r)
+
+
+def test_without_a_namespace_private_refuses_and_auto_says_so(monkeypatch):
+    blocked = cluster.PrivateNetwork(None, why="unshare: Operation not permitted")
+    monkeypatch.setattr(cluster.PrivateNetwork, "start", classmethod(lambda cls, timeout_s=20.0: blocked))
+    with pytest.raises(ValueError) as info:
+        cluster.open_network("private")
+    assert "TFWB_CLUSTER_NETWORK=private" in str(info.value) and "Operation not permitted" in str(info.value)
+    monkeypatch.setenv(tfconfig.NETWORK_ENV, "private")
+    r = run(small(strategy="multi_worker"))
+    assert r.status == "failed" and "every interface (0.0.0.0)" in r.error and r.replicas is None
+    facts, note = cluster.network_note(cluster.open_network("auto"), 12.0)
+    assert facts == {"private": False, "why": "this system allows no private network namespace: "
+                                               "unshare: Operation not permitted"}
+    assert "listened on every network interface of this machine for 12 s" in note
+    assert cluster.open_network("open") is None
+    monkeypatch.setenv(tfconfig.NETWORK_ENV, "loopback")
+    with pytest.raises(ValueError, match="TFWB_CLUSTER_NETWORK='loopback' is not allowed; one of auto"):
+        tfconfig.network_mode()
+
+
+def test_a_worker_that_cannot_join_the_private_network_does_not_start():
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    with pytest.raises(OSError, match=f"could not join the cluster's private network \\(process {gone.pid}\\)"):
+        tfconfig.join_local_cluster({tfconfig.NETNS_ENV: str(gone.pid)})
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="network namespaces are Linux's")
+def test_the_network_holder_gives_a_namespace_with_loopback_only():
+    network = cluster.PrivateNetwork.start()
+    if network.pid is None:
+        pytest.skip(f"no private network here: {network.why}")
+    try:
+        assert interfaces(network.pid) == ["lo"]
+        assert os.readlink(f"/proc/{network.pid}/ns/net") != os.readlink("/proc/self/ns/net")
+        code = ("import socket, tfwb.tfconfig as t, sys; t.join_private_network(int(sys.argv[1])); "
+                "s = socket.socket(); s.bind(('0.0.0.0', 0)); s.listen(1); "
+                "socket.create_connection(('127.0.0.1', s.getsockname()[1])).close(); "
+                "print(open('/proc/self/net/dev').read().count(':'))")
+        out = subprocess.run([sys.executable, "-c", code, str(network.pid)], capture_output=True, text=True,
+                             timeout=60, env={**os.environ, "PYTHONPATH": os.getcwd()})
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "1"                 # one interface: lo; and loopback works in it
+    finally:
+        network.close()
+    assert network.proc.poll() is not None
 
 
 # -- correctness: the same losses on one device, two replicas and two workers ----------------------------

@@ -151,7 +151,8 @@ def test_bfloat16_sentences():
     (t4,) = expectations(RunConfig(mixed_precision="mixed_bfloat16"), T4)
     assert "not faster" in t4 and "use mixed_float16 on this GPU" in t4
     (a100,) = expectations(RunConfig(mixed_precision="mixed_bfloat16"), A100)
-    assert ": faster than float32" in a100
+    # before any run, the bound is unknown; float32 already runs on TF32 Tensor Cores there
+    assert ": no fixed expectation" in a100 and "already run on TF32 Tensor Cores" in a100
 
 
 @pytest.mark.parametrize("flags, phrase", [

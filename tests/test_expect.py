@@ -20,38 +20,61 @@ from tfwb.records import RunResult, Sample
 
 ROOT = Path(__file__).resolve().parents[1]
 MACHINES = ("binder-2core-avx2", "cpu-2core-avx512-bf16", "cpu-2core-avx512-amx", "colab-t4",
-            "a100", "h100", "tpu-vm")
+            "a100", "h100", "l4", "tpu-vm", "tpu-v5e")
 X = None  # no fixed expectation on that machine
+C2 = (SLOWER, SLOWER)    # the two TPU VMs' hosts without strategy='tpu': CPUs without BF16 or FP16
 
-# The book's expectations, knob x machine (columns in MACHINES order), for a step that is
-# compute-bound (bound unknown) unless the row names a bound.
+# The book's expectations, knob x machine (columns in MACHINES order), with no baseline:
+# the bound is the row's, or unknown. Without strategy="tpu" a TPU VM's step runs on its
+# host CPU (the last two columns); TPU_MATRIX has the TPU itself. On compute capability
+# >= 8.0 (A100, H100, L4) float32 already runs on TF32 Tensor Cores, so a 16-bit policy is
+# faster only on a compute-bound step: no fixed expectation while the bound is unknown.
 MATRIX = {
-    ("mixed_precision", "mixed_float16", None): (SLOWER, SLOWER, X, FASTER, FASTER, FASTER, X),
-    ("mixed_precision", "mixed_bfloat16", None): (SLOWER, NOT_SLOWER, NOT_SLOWER, NOT_FASTER, FASTER,
-                                                  FASTER, NOT_SLOWER),
+    ("mixed_precision", "mixed_float16", None): (SLOWER, SLOWER, X, FASTER, X, X, X) + C2,
+    ("mixed_precision", "mixed_float16", "compute"): (SLOWER, SLOWER, X, FASTER, FASTER, FASTER, FASTER) + C2,
+    ("mixed_precision", "mixed_bfloat16", None): (SLOWER, NOT_SLOWER, NOT_SLOWER, NOT_FASTER, X, X, X) + C2,
+    ("mixed_precision", "mixed_bfloat16", "compute"): (SLOWER, NOT_SLOWER, NOT_SLOWER, NOT_FASTER, FASTER,
+                                                       FASTER, FASTER) + C2,
     ("mixed_precision", "mixed_float16", "input"): (NOT_FASTER, NOT_FASTER, X, NOT_SLOWER, NOT_SLOWER,
-                                                    NOT_SLOWER, X),
+                                                    NOT_SLOWER, NOT_SLOWER, NOT_FASTER, NOT_FASTER),
     ("mixed_precision", "mixed_float16", "overhead"): (SLOWER, SLOWER, X, NOT_FASTER, NOT_FASTER,
-                                                       NOT_FASTER, X),
-    ("jit_compile", True, None): (NOT_FASTER,) * 3 + (NOT_SLOWER,) * 3 + (SAME,),
-    ("jit_compile", True, "overhead"): (NOT_FASTER,) * 3 + (FASTER,) * 3 + (SAME,),
-    ("steps_per_execution", 8, None): (NOT_SLOWER,) * 6 + (FASTER,),
-    ("steps_per_execution", 8, "overhead"): (NOT_SLOWER,) * 3 + (FASTER,) * 4,
-    ("strategy", "mirrored", None): (SLOWER,) * 3 + (NOT_FASTER,) * 3 + (SLOWER,),
-    ("strategy", "multi_worker", None): (SLOWER,) * 3 + (X,) * 3 + (SLOWER,),
-    ("strategy", "tpu", None): (X,) * 7,
-    ("prefetch", True, "input"): (FASTER,) * 7,
-    ("prefetch", True, "compute"): (NOT_SLOWER,) * 7,
-    ("prefetch", True, None): (NOT_SLOWER,) * 7,
-    ("interleave", True, "input"): (FASTER,) * 7,
-    ("cache", True, "overhead"): (NOT_SLOWER,) * 7,
-    ("sync", False, None): (NOT_SLOWER,) * 3 + (FASTER,) * 4,
+                                                       NOT_FASTER, NOT_FASTER) + C2,
+    ("jit_compile", True, None): (NOT_FASTER,) * 3 + (NOT_SLOWER,) * 4 + (NOT_FASTER,) * 2,
+    ("jit_compile", True, "overhead"): (NOT_FASTER,) * 3 + (FASTER,) * 4 + (NOT_FASTER,) * 2,
+    ("steps_per_execution", 8, None): (NOT_SLOWER,) * 9,
+    ("steps_per_execution", 8, "overhead"): (NOT_SLOWER,) * 3 + (FASTER,) * 4 + (NOT_SLOWER,) * 2,
+    ("strategy", "mirrored", None): (SLOWER,) * 3 + (NOT_FASTER,) * 4 + (SLOWER,) * 2,
+    ("strategy", "multi_worker", None): (SLOWER,) * 3 + (X,) * 4 + (SLOWER,) * 2,
+    ("strategy", "tpu", None): (X,) * 9,
+    ("prefetch", True, "input"): (FASTER,) * 9,
+    ("prefetch", True, "compute"): (NOT_SLOWER,) * 9,
+    ("prefetch", True, None): (NOT_SLOWER,) * 9,
+    ("interleave", True, "input"): (FASTER,) * 9,
+    ("cache", True, "overhead"): (NOT_SLOWER,) * 9,
+    ("sync", False, None): (NOT_SLOWER,) * 3 + (FASTER,) * 4 + (NOT_SLOWER,) * 2,
     # tf32=False: slower only where float32 matmuls ran as TF32 (compute capability >= 8.0)
-    ("tf32", False, None): (SAME,) * 4 + (SLOWER,) * 2 + (SAME,),
-    ("tf32", False, "compute"): (SAME,) * 4 + (SLOWER,) * 2 + (SAME,),
-    ("tf32", False, "overhead"): (SAME,) * 4 + (NOT_FASTER,) * 2 + (SAME,),
-    ("tf32", False, "input"): (SAME,) * 4 + (NOT_FASTER,) * 2 + (SAME,),
+    ("tf32", False, None): (SAME,) * 4 + (SLOWER,) * 3 + (SAME,) * 2,
+    ("tf32", False, "compute"): (SAME,) * 4 + (SLOWER,) * 3 + (SAME,) * 2,
+    ("tf32", False, "overhead"): (SAME,) * 4 + (NOT_FASTER,) * 3 + (SAME,) * 2,
+    ("tf32", False, "input"): (SAME,) * 4 + (NOT_FASTER,) * 3 + (SAME,) * 2,
 }
+
+# Under strategy="tpu" (the two TPU VMs): what the TPU itself should do.
+TPU_MATRIX = {
+    ("mixed_precision", "mixed_float16"): X,          # refused before any work: no float16 on a TPU
+    ("mixed_precision", "mixed_bfloat16"): NOT_SLOWER,
+    ("jit_compile", True): SAME,                      # XLA compiles every TPU step anyway
+    ("steps_per_execution", 8): FASTER,
+    ("sync", False): FASTER,
+    ("tf32", False): SAME,
+}
+
+
+@pytest.mark.parametrize("machine", ("tpu-vm", "tpu-v5e"))
+@pytest.mark.parametrize("knob_name, value", list(TPU_MATRIX))
+def test_expected_direction_on_the_tpu_itself(knob_name, value, machine):
+    e = expected_for(DESCRIBED[machine], knob_name, value, RunConfig(strategy="tpu"))
+    assert e.direction == TPU_MATRIX[knob_name, value], e.text()
 
 
 @pytest.mark.parametrize("machine", MACHINES)
@@ -63,6 +86,11 @@ def test_expected_direction_per_knob_and_machine(knob_name, value, bound, machin
     assert e.why and e.than
     assert e.text().startswith("no fixed expectation: " if want is None else f"{want} ")
 
+
+AMPERE_WHY = ("float32 matmuls and convolutions already run on TF32 Tensor Cores at compute capability {cc}; "
+              "float16 Tensor Cores run them at about twice TF32's rate and halve activation memory traffic, "
+              "which shows only on a step big enough to keep the GPU busy; small models gain little "
+              "(TensorFlow's mixed-precision guide). Measure a baseline: its bound decides")
 
 # The sentence a reader of chapter 00 sees before the mixed_float16 run, per machine.
 MIXED_FLOAT16 = {
@@ -83,20 +111,20 @@ MIXED_FLOAT16 = {
         "Expecting: mixed_precision='mixed_float16' on Tesla T4 (compute capability 7.5): faster "
         "(float16 Tensor Cores (compute capability 7.5) run matmuls and convolutions several times "
         "faster than float32 and halve activation memory, on a step busy with them).",
-    "a100":
-        "Expecting: mixed_precision='mixed_float16' on NVIDIA A100-SXM4-40GB (compute capability "
-        "8.0): faster (float16 Tensor Cores (compute capability 8.0) run matmuls and convolutions "
-        "several times faster than float32 and halve activation memory, on a step busy with them "
-        "(float32 matmuls already use TF32 Tensor Cores here, so the gain is smaller than on a T4)).",
-    "h100":
-        "Expecting: mixed_precision='mixed_float16' on NVIDIA H100 80GB HBM3 (compute capability "
-        "9.0): faster (float16 Tensor Cores (compute capability 9.0) run matmuls and convolutions "
-        "several times faster than float32 and halve activation memory, on a step busy with them "
-        "(float32 matmuls already use TF32 Tensor Cores here, so the gain is smaller than on a T4)).",
-    "tpu-vm":
-        "Expecting: mixed_precision='mixed_float16' on a TPU: no fixed direction (TPUs have no float16 "
-        "arithmetic (their matrix units compute in bfloat16): tfwb refuses this policy with "
-        "strategy='tpu' before any work; use mixed_bfloat16 on a TPU).",
+    # compute capability >= 8.0: float32 already on TF32 Tensor Cores; no direction without a measured bound
+    **{m: f"Expecting: mixed_precision='mixed_float16' on {name} (compute capability {cc}): no fixed "
+          f"direction ({AMPERE_WHY.format(cc=cc)})."
+       for m, name, cc in (("a100", "NVIDIA A100-SXM4-40GB", "8.0"), ("h100", "NVIDIA H100 80GB HBM3", "9.0"),
+                           ("l4", "NVIDIA L4", "8.9"))},
+    "tpu-vm":     # without strategy='tpu' the step runs on the host CPU
+        "Expecting: mixed_precision='mixed_float16' on this TPU VM's host CPU (96 cores, AVX-512): slower "
+        "(oneDNN runs no float16 on this CPU (that takes AVX-512 FP16, AMX-FP16 or AVX-NE-CONVERT, which it "
+        "lacks): TF falls back to generic Eigen kernels, often many times slower, and the policy's casts "
+        "cost time on top).",
+    "tpu-v5e":
+        "Expecting: mixed_precision='mixed_float16' on this TPU VM's host CPU (24 cores, AVX2): slower "
+        "(without AVX-512, oneDNN runs no float16 at all: TF falls back to generic Eigen kernels, often many "
+        "times slower).",
 }
 
 
@@ -109,8 +137,8 @@ def test_the_mixed_float16_sentence_each_machine_prints(machine):
     ("binder-2core-avx2", [2.4] * 9, "agreed"),          # FACTS: 2.4x slower (bfloat16 on AVX2)
     ("cpu-2core-avx512-bf16", [1.6] * 9, "agreed"),      # FACTS: 1.6x slower
     ("colab-t4", [0.6] * 9, "agreed"),                   # Tensor Cores
-    ("h100", [0.5] * 9, "agreed"),
-    ("tpu-vm", [1.0] * 9, "cannot tell"),                # refused before any work: nothing to expect
+    ("h100", [0.5] * 9, "cannot tell"),                  # no measured bound: no fixed expectation
+    ("tpu-vm", [2.0] * 9, "agreed"),                     # the host CPU, without strategy='tpu': slower
     ("cpu-2core-avx512-amx", [1.6] * 9, "cannot tell"),  # no fixed expectation: never "did NOT agree"
 ])
 def test_each_machine_agrees_with_what_it_should_measure(machine, measured_s, verdict):
@@ -129,7 +157,7 @@ def test_a_check_written_for_a_cpu_fails_a_t4_reader_and_knob_does_not():
 # -- where the step runs -------------------------------------------------------------------
 def test_target_and_where():
     tpu, t4 = DESCRIBED["tpu-vm"], DESCRIBED["colab-t4"]
-    assert [target(tpu), target(tpu, "tpu"), target(tpu, "default")] == ["tpu", "tpu", "cpu"]
+    assert [target(tpu), target(tpu, "tpu"), target(tpu, "default")] == ["cpu", "tpu", "cpu"]
     assert [target(t4), target(t4, "tpu"), target(DESCRIBED["binder-2core-avx2"])] == ["gpu", "none", "cpu"]
     assert where(tpu, "default") == "this TPU VM's host CPU (96 cores, AVX-512)"
     assert where({"gpus": [{"name": "A"}, {"name": "A"}]}) == "2x A"
@@ -153,7 +181,8 @@ def test_gpu_rules_follow_compute_capability():
     assert expected_for(gpu((6, 1)), "mixed_precision", "mixed_float16").direction == NOT_FASTER
     assert expected_for(gpu((7, 0)), "mixed_precision", "mixed_float16").direction == FASTER
     assert expected_for(gpu([7, 5]), "mixed_precision", "mixed_bfloat16").direction == NOT_FASTER  # JSON list
-    assert expected_for(gpu((8, 6)), "mixed_precision", "mixed_bfloat16").direction == FASTER
+    assert expected_for(gpu((8, 6)), "mixed_precision", "mixed_bfloat16", bound="compute").direction == FASTER
+    assert expected_for(gpu((8, 6)), "mixed_precision", "mixed_bfloat16").direction is None   # bound unknown
     assert expected_for(gpu(None), "mixed_precision", "mixed_float16").direction is None
     two = {"gpus": [{"name": "P4", "compute_capability": (6, 1)}, {"name": "T4", "compute_capability": (7, 5)}]}
     assert expect.best_compute_capability(two) == (7, 5)
@@ -251,7 +280,7 @@ def test_knob_combines_input_knobs_and_refuses_opposites():
 
 
 def test_a_compute_lesson_hidden_by_input_wait_cannot_tell():
-    e = knob(DESCRIBED["h100"], mixed_precision="mixed_float16")
+    e = knob(DESCRIBED["colab-t4"], mixed_precision="mixed_float16")
     assert e.compute and e.expected == FASTER
     c = e.check(result(step_s=0.1, wait_s=0.02), result(step_s=0.1, wait_s=0.09))
     assert c.agreed is None and c.result == "cannot tell"
@@ -300,8 +329,8 @@ def test_ab_takes_results_call_times_and_comparisons():
 
     assert ab("x", FASTER).check(ok, CallTimes()).agreed is True
     c = ab("x", FASTER).check(ok, failed)
-    assert c.agreed is None and str(c) == ("Expected: x (faster). Measured: nothing to compare "
-                                           "(a run failed). Result: cannot tell.")
+    assert c.agreed is None and str(c) == ("Expected: x (faster). Measured: nothing measured: a run failed "
+                                           "(OOM). Result: cannot tell.")
     rounds = stats.compare_rounds([1.0] * 8, [0.8] * 8)
     assert ab("x", FASTER).check(rounds).agreed is True
     few = ab("x", FASTER).check([2.0] * 3, [1.0] * 3)
@@ -356,8 +385,12 @@ def test_table_lists_every_machine_and_change():
     for name in MACHINES:
         assert f"## {name}: " in text and f" {name} |" in text
     for label, *_ in expect.TABLE_CHANGES:
-        assert text.count(f"- {label}: ") == len(MACHINES)
-    assert "| mixed_precision='mixed_float16' | slower | slower | - | faster | faster | faster | - |" in text
+        assert text.count(f"| {label} | ") == 1 + len(MACHINES)     # the summary row, a row per machine
+    assert ("| mixed_precision='mixed_float16' | slower | slower | - | faster | - | - | - | slower | slower |"
+            in text)
+    assert ("| mixed_precision='mixed_float16', compute-bound run | slower | slower | - | faster | faster | "
+            "faster | faster | slower | slower |" in text)
+    assert "| under strategy='tpu': steps_per_execution=8 | - | - | - | - | - | - | - | faster | faster |" in text
 
 
 def test_the_committed_table_is_up_to_date():
@@ -402,7 +435,8 @@ def test_float16_on_a_tpu_is_refused_not_expected_slower():
     ("colab-t4", "peak", "at most 1x"), ("h100", "batch", "at least 1x"),
     ("binder-2core-avx2", "peak", "no fixed expectation"),
     ("cpu-2core-avx512-bf16", "batch", "no fixed expectation"),
-    ("tpu-vm", "peak", "at most 1x"), ("tpu-vm", "batch", "no fixed expectation"),   # searched on GPUs only
+    ("tpu-vm", "peak", "no fixed expectation"),      # its host CPU without strategy='tpu' (tested below)
+    ("tpu-vm", "batch", "no fixed expectation"),
 ])
 def test_precision_memory_expectation_per_machine(machine, measure, expected):
     e = expect.precision_memory(DESCRIBED[machine], "mixed_bfloat16", measure=measure)
@@ -479,5 +513,93 @@ def test_tf32_is_a_compute_lesson_and_its_check_agrees_on_a_cpu():
 def test_the_machine_table_shows_tf32():
     text = expect.table()
     row = next(line for line in text.splitlines() if line.startswith("| tf32=False"))
-    assert row.count("slower") == 2 and row.count("no significant difference") == 5
+    assert row.count("slower") == 3 and row.count("no significant difference") == 6
 
+
+
+# -- item 7: mixed precision where float32 already runs on TF32 Tensor Cores -------------------
+def measured(util_pct, wait_s=0.001, **cfg) -> RunResult:
+    """A measured baseline: 20 ms steps, the GPU busy util_pct % of the time (None: NVML refused)."""
+    samples = tuple(Sample(t_s=float(i), gpu_util_pct=(util_pct,)) for i in range(5))
+    return RunResult(config=RunConfig(**cfg), step_times_s=(0.02,) * 5, input_wait_s=(wait_s,) * 5,
+                     samples=samples)
+
+
+@pytest.mark.parametrize("machine", ("a100", "h100", "l4"))
+@pytest.mark.parametrize("policy", ("mixed_float16", "mixed_bfloat16"))
+def test_on_tf32_gpus_the_measured_bound_decides_mixed_precision(machine, policy):
+    hw = DESCRIBED[machine]
+    busy = expected_for(hw, "mixed_precision", policy, measured(97.0))
+    assert busy.direction == FASTER and "kept the GPU busy (97 % of the time)" in busy.why
+    assert expected_for(hw, "mixed_precision", policy, measured(20.0)).direction == NOT_FASTER   # idles
+    refused = expected_for(hw, "mixed_precision", policy, measured(None))     # a MIG slice: no utilization
+    assert refused.direction is None and "NVML did not report" in refused.why
+    waits = expected_for(hw, "mixed_precision", policy, measured(97.0, wait_s=0.015))
+    assert waits.direction == NOT_SLOWER and "waits on input" in waits.why
+    config_only = expected_for(hw, "mixed_precision", policy, RunConfig(data_source="memory"))
+    assert config_only.direction is None and "small models gain little" in config_only.why
+    assert "already run on TF32 Tensor Cores" in config_only.why
+
+
+def test_on_a_t4_float16_stays_faster_without_a_measured_bound():
+    # no TF32 before compute capability 8.0: float32 runs on the 8x slower FP32 units (T4 datasheet)
+    e = expected_for(DESCRIBED["colab-t4"], "mixed_precision", "mixed_float16", RunConfig(data_source="memory"))
+    assert e.direction == FASTER and "TF32" not in e.why
+
+
+# -- each rule against the published facts (the table's source column) ------------------------
+# NVIDIA: compute capability and Tensor Core types (CUDA C++ Programming Guide, warp matrix
+# functions; the T4, A100, H100 and L4 datasheets): float16 from 7.0, bfloat16 and TF32 from 8.0.
+GPU_FACTS = {  # machine: (compute capability, float16 Tensor Cores, bfloat16 Tensor Cores, TF32)
+    "colab-t4": ((7, 5), True, False, False),
+    "a100": ((8, 0), True, True, True),
+    "h100": ((9, 0), True, True, True),
+    "l4": ((8, 9), True, True, True),
+}
+
+
+@pytest.mark.parametrize("machine", list(GPU_FACTS))
+def test_gpu_rules_match_nvidia_tensor_core_facts(machine):
+    cc, fp16, bf16, tf32 = GPU_FACTS[machine]
+    hw = DESCRIBED[machine]
+    assert expect.best_compute_capability(hw) == cc
+    for policy, has in (("mixed_float16", fp16), ("mixed_bfloat16", bf16)):
+        e = expected_for(hw, "mixed_precision", policy, bound="compute")
+        assert (e.direction == FASTER) == has, e.text()          # faster on a busy step iff the units exist
+        if not has:
+            assert e.direction == NOT_FASTER
+    assert expected_for(hw, "tf32", False).direction == (SLOWER if tf32 else SAME)
+    # TF32 on by default (TensorFlow >= 2.4): without a measured bound a 16-bit policy has no direction
+    assert (expected_for(hw, "mixed_precision", "mixed_float16").direction is None) == tf32
+    assert "NVIDIA" in expect.source("mixed_precision", "gpu") and "TF32" in expect.source("tf32", "gpu")
+
+
+def test_tpu_rules_match_the_tensorflow_and_cloud_tpu_facts():
+    # TensorFlow's mixed-precision guide: mixed_bfloat16 on TPUs; float16 is not supported there.
+    for machine in ("tpu-vm", "tpu-v5e"):
+        on_tpu = RunConfig(strategy="tpu")
+        assert expected_for(DESCRIBED[machine], "mixed_precision", "mixed_float16", on_tpu).direction is None
+        assert expected_for(DESCRIBED[machine], "mixed_precision", "mixed_bfloat16", on_tpu).direction == NOT_SLOWER
+        assert target(DESCRIBED[machine]) == "cpu" and target(DESCRIBED[machine], "tpu") == "tpu"
+    assert "mixed_bfloat16" in expect.source("mixed_precision", "tpu")
+
+
+def test_cpu_rules_match_onednn_facts():
+    # tensorflow/core/util/util.cc: oneDNN bfloat16 needs AVX-512 BF16 or AMX; float16 needs AVX-512 FP16,
+    # AMX-FP16 or AVX-NE-CONVERT. Without them the policy is slower (the guide: "much slower" on CPUs).
+    for machine, bf16_native in (("binder-2core-avx2", False), ("cpu-2core-avx512-bf16", True),
+                                 ("cpu-2core-avx512-amx", True), ("tpu-v5e", False)):
+        e = expected_for(DESCRIBED[machine], "mixed_precision", "mixed_bfloat16")
+        assert (e.direction == NOT_SLOWER) == bf16_native and (e.direction == SLOWER) == (not bf16_native)
+    assert "util.cc" in expect.source("mixed_precision", "cpu")
+
+
+def test_every_table_row_names_a_source():
+    text = expect.table()
+    for name in MACHINES:
+        section = text.split(f"## {name}: ")[1].split("\n## ")[0]
+        rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith(("| change", "| ---"))]
+        assert len(rows) == len(expect.TABLE_CHANGES)
+        assert all(row.rstrip(" |").rsplit(" | ", 1)[-1].strip() for row in rows)
+    for knob_name in expect.RULES:
+        assert expect.source(knob_name, "gpu") and expect.source(knob_name, "cpu")

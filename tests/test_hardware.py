@@ -106,7 +106,7 @@ def test_describe_gpus_tpu_and_unknowns():
 
 def test_described_machines_are_machine_records():
     assert set(hardware.DESCRIBED) == {"binder-2core-avx2", "cpu-2core-avx512-bf16", "cpu-2core-avx512-amx",
-                                       "colab-t4", "a100", "h100", "tpu-vm"}
+                                       "colab-t4", "a100", "h100", "l4", "tpu-vm", "tpu-v5e"}
     for name, hw in hardware.DESCRIBED.items():
         assert isinstance(hw, hardware.Machine), name
         assert list(hw.cpu_flags) == sorted(set(hw.cpu_flags)), name
@@ -133,6 +133,8 @@ def test_machine_of_takes_a_partial_mapping_and_refuses_other_values():
     ("h100", "16 CPU cores (Intel Xeon Platinum 8480+, AVX-512, BF16, FP16, AMX), 128 GiB RAM, "
              "NVIDIA H100 80GB HBM3 (80 GiB), local"),
     ("tpu-vm", "96 CPU cores (Intel Xeon, AVX-512), 334 GiB RAM, no GPU, TPU, colab"),
+    ("l4", "8 CPU cores (Intel Xeon, AVX-512), 32 GiB RAM, NVIDIA L4 (22 GiB), local"),
+    ("tpu-v5e", "24 CPU cores (AMD EPYC 7B13, AVX2), 48 GiB RAM, no GPU, TPU, local"),
 ])
 def test_describe_the_described_machines(name, line):
     assert hardware.describe(hardware.DESCRIBED[name]) == line
@@ -177,7 +179,95 @@ def test_detect_lists_gpus_from_nvml(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", fake_nvml("one GPU failing"))
     hw = hardware.detect(refresh=True)
     assert [(g.index, g.compute_capability) for g in hw.gpus] == [(0, (9, 0)), (1, None)]
-    assert hw.tpu is False
-    assert "2× NVIDIA H100 80GB HBM3 (80 GiB)" in hardware.describe(hw)
+    assert [g.pci_bus_id for g in hw.nvml_gpus] == ["0000:01:00.0", "0000:02:00.0"]
+    assert hw.tpu is False and hw.gpus_from == "nvml" and hw.gpu_problem is None
+    assert "2× NVIDIA H100 80GB HBM3 (80 GiB) (seen by NVML; TensorFlow not asked)" in hardware.describe(hw)
     monkeypatch.undo()
     hardware.detect(refresh=True)
+
+
+# -- the described machines added for issue 17 ----------------------------------------------------
+def test_the_l4_and_the_tpu_v5e_are_described():
+    l4, v5e = hardware.DESCRIBED["l4"], hardware.DESCRIBED["tpu-v5e"]
+    assert l4.compute_capability == (8, 9) and l4.gpus[0].memory_total_mib / 1024 == pytest.approx(22.5, abs=0.1)
+    assert v5e.tpu and not v5e.gpus and "avx512f" not in v5e.cpu_flags
+
+
+def test_a_v5e_is_found_by_its_vfio_groups_without_accel(tmp_path):
+    dev = tmp_path / "dev"                        # a v5e VM's /dev: vfio/vfio and vfio/<group>, no accel*
+    (dev / "vfio").mkdir(parents=True)
+    (dev / "vfio" / "vfio").touch()
+    (dev / "vfio" / "0").touch()
+    assert not list(dev.glob("accel*"))
+    assert hardware.detect_tpu({}, str(dev)) is True
+
+
+# -- what TensorFlow can use -----------------------------------------------------------------------
+T4 = hardware.Gpu(0, "Tesla T4", 15360.0, (7, 5), pci_bus_id="0000:00:04.0")
+
+
+def nvml_machine(*gpus):
+    return hardware.Machine(cpu_count=2, gpus=gpus, gpus_from="nvml")
+
+
+def test_pci_bus_ids_from_nvml_and_cuda_meet_in_one_spelling():
+    assert hardware.normalize_pci_bus_id("00000000:00:04.0") == hardware.normalize_pci_bus_id("0000:00:04.0")
+    assert hardware.normalize_pci_bus_id(b"0000:3B:00.0\x00") == "0000:3b:00.0"
+    assert hardware.normalize_pci_bus_id(None) is None and hardware.normalize_pci_bus_id("GPU-1234") is None
+
+
+def test_tensorflow_gpus_are_matched_to_nvml_by_bus_id_not_by_index():
+    a = hardware.Gpu(0, "NVIDIA A100", 40960.0, (8, 0), pci_bus_id="0000:07:00.0")
+    b = hardware.Gpu(1, "NVIDIA A100", 40960.0, (8, 0), pci_bus_id="0000:0f:00.0")
+    # CUDA_VISIBLE_DEVICES=1: TensorFlow's GPU 0 is NVML's GPU 1
+    tf_gpu = hardware.Gpu(0, "NVIDIA A100", compute_capability=(8, 0), pci_bus_id="0000:0f:00.0")
+    m = hardware.with_tensorflow_view(nvml_machine(a, b), [tf_gpu], built_with_cuda=True,
+                                      environ={"CUDA_VISIBLE_DEVICES": "1"}, system="Linux")
+    assert [(g.index, g.nvml_index, g.memory_total_mib) for g in m.gpus] == [(0, 1, 40960.0)]
+    assert len(m.nvml_gpus) == 2 and m.gpus_from == "tensorflow"
+    assert m.gpu_problem.startswith("NVIDIA A100 (NVML index 0) seen by NVML but not usable by TensorFlow: "
+                                    "CUDA_VISIBLE_DEVICES='1' hides it")
+
+
+@pytest.mark.parametrize("built, environ, system, reason, fix", [
+    (False, {}, "Linux", "a CPU-only build (tf.test.is_built_with_cuda() is False)",
+     'fix: pip uninstall -y tensorflow-cpu && pip install "tensorflow[and-cuda]" (the README\'s GPU command)'),
+    (False, {}, "Windows", "a CPU-only build", "run it under WSL2"),
+    (True, {"CUDA_VISIBLE_DEVICES": ""}, "Linux", "CUDA_VISIBLE_DEVICES='' hides it",
+     "fix: unset it or list the GPU in it"),
+    (True, {"CUDA_VISIBLE_DEVICES": "-1"}, "Linux", "CUDA_VISIBLE_DEVICES='-1' hides it", "fix: unset it"),
+    (True, {}, "Linux", "could not load the CUDA libraries", 'fix: pip install "tensorflow[and-cuda]"'),
+])
+def test_a_gpu_tensorflow_cannot_use_is_said_with_the_reason_and_the_fix(built, environ, system, reason, fix):
+    m = hardware.with_tensorflow_view(nvml_machine(T4), [], built_with_cuda=built, environ=environ, system=system)
+    assert m.gpus == () and m.nvml_gpus == (T4,)
+    assert m.gpu_problem.startswith("Tesla T4 seen by NVML but not usable by TensorFlow: ")
+    assert reason in m.gpu_problem and fix in m.gpu_problem
+    line = hardware.describe(m)
+    assert line.startswith("2 CPU cores, ? GiB RAM, no GPU usable by TensorFlow, local. Tesla T4 seen by NVML")
+    assert line.endswith(m.gpu_problem)
+
+
+def test_no_problem_when_tensorflow_uses_every_gpu_or_nvml_sees_none():
+    tf_t4 = hardware.Gpu(0, "Tesla T4", compute_capability=(7, 5), pci_bus_id="0000:00:04.0")
+    m = hardware.with_tensorflow_view(nvml_machine(T4), [tf_t4], built_with_cuda=True, environ={}, system="Linux")
+    assert m.gpu_problem is None and m.gpus[0].nvml_index == 0 and m.gpus[0].memory_total_mib == 15360.0
+    assert hardware.describe(m).endswith("Tesla T4 (15 GiB), local")
+    no_nvml = hardware.with_tensorflow_view(nvml_machine(), [tf_t4], built_with_cuda=True, environ={})
+    assert no_nvml.gpus == (tf_t4,) and no_nvml.gpu_problem is None     # no pynvml: TensorFlow's word stands
+    cpu_only = hardware.with_tensorflow_view(nvml_machine(), [], built_with_cuda=False, environ={})
+    assert cpu_only.gpu_problem is None and hardware.describe(cpu_only).endswith("no GPU, local")
+
+
+def test_without_bus_ids_gpus_pair_by_name():
+    nv = [hardware.Gpu(0, "A"), hardware.Gpu(1, "B")]
+    assert [g.nvml_index for g in hardware.match_gpus(nv, [hardware.Gpu(0, "B")])] == [1]
+
+
+def test_the_machine_record_round_trips_its_views():
+    m = hardware.with_tensorflow_view(nvml_machine(T4), [], built_with_cuda=False, environ={}, system="Linux")
+    d = m.to_dict()
+    assert d["gpus"] == [] and d["nvml_gpus"][0]["pci_bus_id"] == "0000:00:04.0"
+    assert hardware.Machine.of(d) == m
+    with pytest.raises(ValueError, match="gpus_from='pci' is not allowed"):
+        hardware.Machine(gpus_from="pci")

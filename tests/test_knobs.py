@@ -48,7 +48,7 @@ def test_sweep_space_and_fixed_reasons():
     for name, values in space.items():                               # every value is allowed
         assert all(KNOBS[name].check(name, v) == v for v in values)
     fixed = knobs.fixed_reasons()
-    assert set(fixed) == {"workload", "size", "steps", "warmup_steps", "seed", "label"}
+    assert set(fixed) == {"workload", "size", "steps", "warmup_steps", "timing", "seed", "label"}
     assert all(reason for reason in fixed.values()) and not set(fixed) & set(space)
 
 

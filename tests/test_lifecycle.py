@@ -150,3 +150,19 @@ def test_a_non_finite_loss_survives_as_nan():
 def test_lifecycle_refuses_what_is_not_a_run_config():
     with pytest.raises(TypeError, match="RunConfig, got dict"):
         Lifecycle({"steps": 1})
+
+
+def test_observers_read_the_lifecycles_own_clock_when_none_is_given():
+    life = Lifecycle(RunConfig(steps=1, warmup_steps=0))
+    assert life.state.clock is life.clock and 0.0 <= life.state.clock() < 5.0
+
+
+def test_windows_after_the_warm_up_become_the_results_window_calls():
+    from tfwb.observers import RunState, StepLog
+    log = StepLog(times_s=[0.5, 0.1, 0.1, 0.1, 0.1, 0.1], starts_s=[0, 0.5, 0.6, 0.7, 0.8, 0.9],
+                  losses=[3, 2, 2, 1, 1, 1], windows=[1, 1, 3, 1])
+    state = RunState(config=RunConfig(steps=4, warmup_steps=2), log=log, clock=lambda: 0.0, total_steps=6,
+                     warmup_steps=2)
+    r = result_from_log(state, warmup_calls=2, status="ok", input_floor_s=40e-6)
+    assert r.window_calls == (3, 1) and r.input_floor_s == 40e-6
+    assert r.config.timing == "windowed"

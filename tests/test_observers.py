@@ -160,8 +160,10 @@ def test_a_run_stops_at_the_target_loss_and_says_when(tiny_workload):
     from tfwb.tf.run import run
 
     r = run(tiny_workload, observers=[StopAtLoss(10.0)])      # any finite loss is below 10
-    assert r.status == "ok" and len(r.step_times_s) == 1
+    assert r.status == "ok" and len(r.step_times_s) == r.window_calls[0]   # stopped where its window closed
     assert r.extras["target_reached"]["step"] == 1 and "target" in r.stop_reason
+    r = run(tiny_workload.replace(timing="per_step"), observers=[StopAtLoss(10.0)])
+    assert r.status == "ok" and len(r.step_times_s) == 1                  # stopped after the step itself
 
 
 @pytest.mark.tf

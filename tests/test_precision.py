@@ -287,3 +287,25 @@ def test_a_run_with_that_combination_fails_with_the_message_and_restores_the_pol
     assert r.error.startswith("ValueError: mixed_precision='mixed_float16' is not allowed with "
                               "strategy='tpu'")
     assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
+
+
+@pytest.mark.parametrize("error", [
+    tf.errors.InternalError(None, None, "Blas xGEMM launch failed: CUBLAS_STATUS_ALLOC_FAILED"),
+    tf.errors.InternalError(None, None, "cuDNN launch failure: CUDNN_STATUS_ALLOC_FAILED"),
+    tf.errors.UnknownError(None, None, "Failed to allocate 2147483648 bytes for new constant"),
+    tf.errors.UnknownError(None, None, "OOM when allocating tensor with shape[512,4096]"),
+    tf.errors.InternalError(None, None, "CUDA_ERROR_OUT_OF_MEMORY: out of memory"),
+], ids=["cublas", "cudnn", "failed-to-allocate", "oom", "cuda-oom"])
+def test_out_of_memory_near_the_limit_as_a_library_failure_is_too_large(monkeypatch, error):
+    """Near the limit cuBLAS or cuDNN fail to allocate their workspace: the search takes that as too large."""
+    assert is_out_of_memory(error)
+
+    def fake_run(cfg, *, raise_errors=False, **_):
+        if cfg.batch_size > 512:
+            raise error
+        return None
+
+    monkeypatch.setattr(precision, "run", fake_run)
+    r = largest_batch(RunConfig(workload="text", batch_size=64), device="gpu", tolerance=0)
+    assert r.batch_size == 512 and (1024, False) in r.tried, r.tried
+    assert not is_out_of_memory(tf.errors.InternalError(None, None, "CUBLAS_STATUS_EXECUTION_FAILED"))

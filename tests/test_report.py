@@ -305,3 +305,45 @@ def test_verdict_colors_have_one_definition():
     assert report.verdict_color("no significant difference") == report.SAME_COLOR
     assert report.verdict_color(None) == report.SAME_COLOR
     assert report.FAILED_COLOR not in (report.FASTER_COLOR, report.SLOWER_COLOR, report.SAME_COLOR)
+
+
+# -- figures that may be missing: a MIG slice's utilization, a failed run's figures ---------------------------
+def test_fmt_reads_a_missing_figure_as_not_available():
+    assert report.fmt(1234.5, ",.0f") == "1,234" and report.fmt(None, ".2f") == "n/a"
+    assert report.fmt(float("nan"), ".1f", missing="-") == "-"
+
+
+def test_utilization_lines_on_a_mig_slice_say_why_instead_of_raising():
+    from tfwb.monitor.fakes import fake_nvml
+    from tfwb.nvml import NvmlProbe
+
+    probe = NvmlProbe(nvml=fake_nvml("A100 MIG slice"))
+    reads = [probe.read() for _ in range(3)]
+    probe.close()
+    assert all(r["gpu_util_pct"] == (None,) for r in reads), reads          # NVML refuses it
+    samples = tuple(Sample(0.1 * i, 95.0, 30.0, 800.0 + i, r["gpu_util_pct"], r["gpu_mem_used_mib"])
+                    for i, r in enumerate(reads))
+    result = make_result(samples=samples)
+    lines = report.utilization_lines(result, cpu_count=2)
+    assert lines[0].startswith("3 samples; process CPU median 95 % of one core (2 cores here)")
+    assert len(lines) == 2 and lines[1].startswith("GPU 0: utilization not reported: NVML refuses")
+    assert "MiB" in lines[1] and "None" not in lines[1]
+
+
+def test_utilization_lines_of_a_failed_run_without_samples():
+    lines = report.utilization_lines(failed_result())
+    assert lines == ["0 samples; process CPU median n/a % of one core; whole machine n/a %; RSS peak n/a MiB"]
+
+
+def test_a_measurement_that_did_not_happen_cannot_tell_never_disagrees():
+    from tfwb.expect import checks
+
+    same = checks.equal("every worker reported the same losses", True).check(None)
+    assert same.agreed is None and same.result == "cannot tell" and "did NOT agree" not in str(same)
+    assert checks.equal("a count", 4).check(float("nan")).result == "cannot tell"
+    assert checks.equal("a count", 4).check(3).result == "did NOT agree"          # a real miss still says so
+    bad = failed_result()
+    ab = checks.ab("two workers are slower", "slower").check(make_result(), bad)
+    assert ab.result == "cannot tell" and ab.agreed is None
+    assert f"nothing measured: {bad.config.label or 'a run'} failed" in ab.measured, ab.measured
+    assert checks.at_least("the cluster start", 1, "s").check(None).result == "cannot tell"

@@ -702,3 +702,50 @@ def test_an_observer_failing_at_the_end_becomes_a_note():
     r = train.run_process(tiny(steps=1, warmup_steps=0), [Broken()])
     assert r.status == "ok"
     assert "observer Broken failed at the end of the run: OSError: disk full" in r.notes
+
+
+# -- timing modes (tests/test_timing.py drives the same loop on a simulated asynchronous device) ------
+def test_windowed_timing_is_the_default_and_records_its_windows():
+    r = run(tiny(steps=12, warmup_steps=2))
+    assert r.status == "ok", r.error
+    assert r.config.timing == "windowed"
+    assert sum(r.window_calls) == 12 and r.window_calls
+    assert len(r.step_times_s) == len(r.losses) == len(r.input_wait_s) == 12
+    starts, times = r.step_start_s, r.step_times_s
+    assert all(starts[i] + times[i] <= starts[i + 1] + 1e-9 for i in range(len(starts) - 1)), "no overlap"
+    assert all(0 <= w <= t for w, t in zip(r.input_wait_s, r.step_times_s))
+
+
+def test_per_step_timing_syncs_every_step_and_records_no_windows():
+    r = run(tiny(steps=5, warmup_steps=1, timing="per_step"))
+    assert r.status == "ok", r.error
+    assert r.window_calls == () and len(r.step_times_s) == len(r.losses) == 5
+
+
+def test_both_modes_train_the_same_losses():
+    a = run(tiny(steps=6, warmup_steps=1, optimizer="sgd", learning_rate=0.1))
+    b = run(tiny(steps=6, warmup_steps=1, optimizer="sgd", learning_rate=0.1, timing="per_step"))
+    assert a.all_losses == pytest.approx(b.all_losses, rel=1e-6)
+
+
+def test_grad_norms_are_read_per_window_too():
+    r = run(tiny(steps=4, warmup_steps=1, grad_norms=True))
+    assert r.status == "ok", r.error
+    assert len(r.grad_norms) == len(r.loss_scales) == 4 and all(g > 0 for g in r.grad_norms)
+
+
+def test_staged_batches_measure_the_iterators_floor_and_count_only_the_wait_above_it():
+    r = run(tiny(steps=6, warmup_steps=1, data_source="memory"))
+    assert r.status == "ok", r.error
+    assert r.input_floor_s is not None and 0 < r.input_floor_s < 0.05
+    raw = sum(r.input_wait_s) / sum(r.step_times_s)
+    assert r.input_wait_fraction <= raw
+    assert run(tiny(steps=2)).input_floor_s is None          # a pipeline's wait is all its own
+
+
+def test_a_result_recorded_before_the_timing_knob_reads_as_per_step():
+    import json
+
+    d = json.loads(run(tiny(steps=1)).to_json())
+    del d["config"]["timing"]
+    assert RunResult.from_dict(d).config.timing == "per_step"

@@ -48,7 +48,7 @@ __all__ = [
 _LAZY = {
     "run": ("tfwb.tf.run", "run"),
     "Workbench": ("tfwb.ui.workbench", "Workbench"),
-    "detect_hardware": ("tfwb.hardware", "detect"),
+    "detect_hardware": ("tfwb.tf.runner.devices", "machine"),   # TensorFlow's view of the GPUs
     "setup_devices": ("tfwb.tf.runner.devices", "setup_devices"),
     "compare_interleaved": ("tfwb.tf.lab.interleave", "compare_interleaved"),
     "choose_size": ("tfwb.tf.lab.sizing", "choose_size"),

@@ -3,13 +3,14 @@
 Both ``tfwb.expect`` (which asks whether a change can show on a run) and ``tfwb.diagnosis``
 (which names what to try next) read a run through this module, so neither imports the
 other for it. The thresholds are the TF profiler's own: input wait >= 5 % of the step
-is moderately, >= 20 % highly input-bound.
+is moderately, >= 20 % highly input-bound; the wait counted is what lies above the
+iterator's own floor (``input_fraction``), so staged batches never read input-bound.
 
 Pure: reads the attributes of a ``RunResult`` (duck-typed); imports nothing from tfwb.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 #: The TF profiler's thresholds on the share of step time spent waiting for input.
 MODERATE_INPUT_FRACTION = 0.05
@@ -39,6 +40,36 @@ def input_verdict(fraction: float) -> str:
     if fraction >= MODERATE_INPUT_FRACTION:
         return INPUT_MODERATE
     return NOT_INPUT
+
+
+def input_fraction(times_s: Sequence[float], waits_s: Sequence[float],
+                   floor_s: Optional[float] = None) -> Optional[float]:
+    """The share of the step time spent waiting for input, above the iterator's own floor.
+
+    With staged batches (``data_source="memory"``) a step's wait is ``next()`` on an
+    iterator whose data is ready: Python and tf.data's fixed cost, tens of microseconds,
+    which on a sub-millisecond GPU step can pass 5 % of it. That cost is no pipeline's
+    fault, so only the wait above ``floor_s`` (the median ``next()`` on a second iterator
+    over the same batches) counts.
+
+    Args:
+        times_s: step times.
+        waits_s: each step's input wait (empty when not recorded).
+        floor_s: the iterator's own time per ``next()``; ``None``: nothing is subtracted.
+
+    Returns:
+        The fraction (0..1), or ``None`` without steps or recorded waits.
+
+    Example:
+        >>> input_fraction([1.0, 1.0], [0.5, 0.1]), input_fraction([1.0, 1.0], [0.5, 0.1], floor_s=0.1)
+        (0.3, 0.2)
+    """
+    total = sum(times_s)
+    if total <= 0 or not waits_s:
+        return None
+    if not floor_s:
+        return sum(waits_s) / total
+    return sum(w - floor_s for w in waits_s if w > floor_s) / total
 
 
 def check_bound(bound: Optional[str]) -> Optional[str]:

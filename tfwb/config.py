@@ -25,6 +25,9 @@ CLIP_KINDS = ("norm", "global_norm", "value")
 DATA_SOURCES = ("files", "generator", "memory")
 SIZES = ("auto", "small", "full")
 EXECUTIONS = ("graph", "eager")
+#: How steps are timed: ``windowed`` (training's throughput: one device sync per window of
+#: steps) or ``per_step`` (each step's own synced latency; host and device serialised).
+TIMINGS = ("windowed", "per_step")
 CLIP_ALLOWED = "None or 'norm:X', 'global_norm:X', 'value:X' with X > 0"
 
 
@@ -107,6 +110,12 @@ class RunConfig:
     warmup_steps: int = knob(5, "int", "steps run first and kept apart from the statistics (tracing, "
                              "compilation, autotuning)", group="run", minimum=0, unit="steps",
                              fixed="every run warms up as the baseline says; set it on the baseline")
+    timing: str = knob("windowed", "choice", "windowed: steps run back to back as in training, one device "
+                       "sync per window of steps (about 0.1 s), per-step times derived from the windows; "
+                       "per_step: a loss read and device sync after every step (its own latency; on a GPU "
+                       "the host can no longer run ahead, so throughput reads low)",
+                       group="run", choices=TIMINGS, chapter=0, off="windowed",
+                       fixed="every candidate is timed the same way; set it on the baseline")
     data_source: str = knob("files", "choice", "files: the tf.data pipeline (for images, reading the PNG "
                             "files); generator: a Python generator (images only, the naive way); memory: "
                             "staged batches (the compute-only ceiling)",

@@ -1,9 +1,19 @@
 """What machine this is: CPU, RAM, GPUs, a TPU, and which notebook service runs it.
 
-Owns hardware and environment detection for run fingerprints and the UI's header line.
-Cheap and pure of TensorFlow: GPUs come from NVML (``tfwb.nvml``), a TPU only
-from environment variables and device files. Nothing here raises on an unusual machine;
-what cannot be read is ``None`` or empty.
+Owns hardware and environment detection for run fingerprints and the UI's header line,
+and the rule that says which GPUs a step can run on. Two views of the GPUs meet here:
+
+- NVML's (``tfwb.nvml``): every NVIDIA GPU the driver sees, numbered by the driver and
+  blind to ``CUDA_VISIBLE_DEVICES``. It is what utilization is sampled from.
+- TensorFlow's: the GPUs TensorFlow can use. Only ``tfwb.tf.runner.devices.machine()``
+  asks TensorFlow; it hands its answer to ``with_tensorflow_view`` here, which matches the
+  two views by PCI bus id and says in plain words (``Machine.gpu_problem``) why a GPU that
+  NVML sees is not usable, and how to fix it.
+
+``detect()`` stays cheap and pure of TensorFlow: it knows NVML's view only, treats it as
+the GPUs (``Machine.gpus_from == "nvml"``), and ``describe`` says so. A TPU is detected
+from environment variables and device files only. Nothing here raises on an unusual
+machine; what cannot be read is ``None`` or empty.
 """
 from __future__ import annotations
 
@@ -14,14 +24,23 @@ import re
 import sys
 import threading
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from tfwb import nvml
 
 
 @dataclass(frozen=True)
 class Gpu:
-    """One GPU as NVML describes it; a field the driver refuses is ``None``.
+    """One GPU; a field the driver refuses is ``None``.
+
+    Attributes:
+        index: its number in the view it belongs to: NVML's index in ``Machine.nvml_gpus``,
+            TensorFlow's (``/physical_device:GPU:<index>``) in ``Machine.gpus`` once
+            TensorFlow was asked.
+        name, memory_total_mib, compute_capability: as the driver reports them.
+        pci_bus_id: ``"0000:00:04.0"`` (domain:bus:device.function, lower case;
+            ``normalize_pci_bus_id``), the key that matches NVML's GPUs to TensorFlow's.
+        nvml_index: NVML's index of the same card (for sampling it), where known.
 
     Example:
         >>> Gpu(0, "Tesla T4", 15360.0, (7, 5)).compute_capability
@@ -32,6 +51,8 @@ class Gpu:
     name: Optional[str] = None
     memory_total_mib: Optional[float] = None
     compute_capability: Optional[Tuple[int, int]] = None
+    pci_bus_id: Optional[str] = None
+    nvml_index: Optional[int] = None
 
     @classmethod
     def of(cls, value: Union["Gpu", Mapping[str, Any]]) -> "Gpu":
@@ -39,9 +60,36 @@ class Gpu:
         if isinstance(value, Gpu):
             return value
         cc = value.get("compute_capability")
+        nvml_index = value.get("nvml_index")
         return cls(index=int(value.get("index", 0)), name=value.get("name"),
                    memory_total_mib=value.get("memory_total_mib"),
-                   compute_capability=tuple(int(x) for x in cc) if cc is not None else None)
+                   compute_capability=tuple(int(x) for x in cc) if cc is not None else None,
+                   pci_bus_id=normalize_pci_bus_id(value.get("pci_bus_id")),
+                   nvml_index=int(nvml_index) if nvml_index is not None else None)
+
+
+def normalize_pci_bus_id(value: Any) -> Optional[str]:
+    """A PCI bus id in one spelling, ``"dddd:bb:dd.f"`` in lower-case hex, or None.
+
+    NVML writes an 8-digit domain (``"00000000:00:04.0"``), CUDA and TensorFlow a
+    4-digit one (``"0000:00:04.0"``), in either case; bytes are decoded.
+
+    Example:
+        >>> normalize_pci_bus_id(b"00000000:3B:00.0"), normalize_pci_bus_id("0000:3b:00.0")
+        ('0000:3b:00.0', '0000:3b:00.0')
+        >>> normalize_pci_bus_id("not a bus id") is None
+        True
+    """
+    if isinstance(value, bytes):
+        value = value.decode("ascii", "replace")
+    if not isinstance(value, str):
+        return None
+    m = re.fullmatch(r"\s*(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])\s*",
+                     value.rstrip("\x00"))
+    if not m:
+        return None
+    domain, bus, dev, fn = m.groups()
+    return f"{int(domain or '0', 16):04x}:{int(bus, 16):02x}:{int(dev, 16):02x}.{int(fn, 16)}"
 
 
 @dataclass(frozen=True)
@@ -53,7 +101,14 @@ class Machine:
         cpu_model: the CPU's model name, or ``None``.
         cpu_flags: feature flags from ``/proc/cpuinfo`` (lower case, sorted).
         memory_total_mib: RAM, or ``None``.
-        gpus: the GPUs NVML sees.
+        gpus: the GPUs a step can run on: TensorFlow's when it was asked
+            (``gpus_from == "tensorflow"``), else NVML's (``"nvml"``) or the ones given.
+        nvml_gpus: the GPUs NVML sees (what utilization is sampled from); ``None`` given
+            means "the same as ``gpus``".
+        gpus_from: where ``gpus`` came from: ``"tensorflow"``, ``"nvml"`` (TensorFlow not
+            asked) or ``"given"`` (a described machine, a test's mapping).
+        gpu_problem: None, or why a GPU NVML sees cannot be used by TensorFlow and the
+            fix, in one sentence (``with_tensorflow_view``).
         tpu: whether a TPU looks attached.
         environment: ``"colab"``, ``"kaggle"``, ``"binder"`` or ``"local"``.
         python, platform: versions, for fingerprints.
@@ -73,10 +128,17 @@ class Machine:
     environment: str = "local"
     python: str = ""
     platform: str = ""
+    nvml_gpus: Optional[Tuple[Gpu, ...]] = None
+    gpus_from: str = "given"
+    gpu_problem: Optional[str] = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cpu_flags", tuple(str(f).lower() for f in self.cpu_flags or ()))
         object.__setattr__(self, "gpus", tuple(Gpu.of(g) for g in self.gpus or ()))
+        nvml_gpus = self.gpus if self.nvml_gpus is None else tuple(Gpu.of(g) for g in self.nvml_gpus)
+        object.__setattr__(self, "nvml_gpus", nvml_gpus)
+        if self.gpus_from not in GPU_SOURCES:
+            raise ValueError(f"gpus_from={self.gpus_from!r} is not allowed; one of {GPU_SOURCES}")
 
     @classmethod
     def of(cls, value: Union["Machine", Mapping[str, Any], None]) -> "Machine":
@@ -104,8 +166,9 @@ class Machine:
         """JSON-ready fields (tuples as lists)."""
         d = asdict(self)
         d["cpu_flags"] = list(self.cpu_flags)
-        d["gpus"] = [dict(g, compute_capability=list(g["compute_capability"])
-                          if g["compute_capability"] is not None else None) for g in d["gpus"]]
+        for key in ("gpus", "nvml_gpus"):
+            d[key] = [dict(g, compute_capability=list(g["compute_capability"])
+                           if g["compute_capability"] is not None else None) for g in d[key]]
         return d
 
     @property
@@ -113,6 +176,13 @@ class Machine:
         """The best compute capability among the GPUs (``None`` without one that reports it)."""
         ccs = [g.compute_capability for g in self.gpus if g.compute_capability is not None]
         return max(ccs) if ccs else None
+
+
+#: Where ``Machine.gpus`` came from.
+GPU_SOURCES = ("tensorflow", "nvml", "given")
+
+#: The README's command that replaces the CPU build of TensorFlow with the GPU one.
+GPU_INSTALL_COMMAND = 'pip uninstall -y tensorflow-cpu && pip install "tensorflow[and-cuda]"'
 
 
 #: What functions that read a machine accept: a Machine, or a mapping of its fields
@@ -169,11 +239,29 @@ _DESCRIBED: Dict[str, Dict[str, Any]] = {
         "gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559.0,
                   "compute_capability": (9, 0)}],
         "tpu": False, "environment": "local", "python": "3.12", "platform": "Linux-x86_64"},
+    # A cloud L4 machine (Ada Lovelace, compute capability 8.9, 24 GB; GCP's g2-standard-8:
+    # 8 vCPUs of a Cascade Lake host, 32 GB). nvidia-smi lists 23034 MiB.
+    "l4": {
+        "cpu_count": 8, "cpu_model": "Intel(R) Xeon(R) CPU @ 2.20GHz",
+        "cpu_flags": ("avx", "avx2", "avx512_vnni", "avx512bw", "avx512f", "avx512vl", "f16c", "fma",
+                      "sse4_2"),
+        "memory_total_mib": 32768.0,
+        "gpus": [{"index": 0, "name": "NVIDIA L4", "memory_total_mib": 23034.0,
+                  "compute_capability": (8, 9)}],
+        "tpu": False, "environment": "local", "python": "3.12", "platform": "Linux-x86_64"},
     # A Colab TPU runtime: a TPU VM (v2-8), a large AVX-512 host, no GPU.
     "tpu-vm": {
         "cpu_count": 96, "cpu_model": "Intel(R) Xeon(R) CPU @ 2.00GHz",
         "cpu_flags": ("avx", "avx2", "avx512bw", "avx512f", "avx512vl", "f16c", "fma", "sse4_2"),
         "memory_total_mib": 342000.0, "gpus": [], "tpu": True, "environment": "colab",
+        "python": "3.12", "platform": "Linux-x86_64"},
+    # A TPU v5e VM with one chip (GCP's ct5lp-hightpu-1t: 24 vCPUs of an AMD EPYC Milan host,
+    # AVX2 without AVX-512, 48 GB). A v5e exposes its chip through VFIO (/dev/vfio/<group>),
+    # not /dev/accel*: ``detect_tpu`` finds it by that rule.
+    "tpu-v5e": {
+        "cpu_count": 24, "cpu_model": "AMD EPYC 7B13",
+        "cpu_flags": ("avx", "avx2", "f16c", "fma", "sse4_2"),
+        "memory_total_mib": 49152.0, "gpus": [], "tpu": True, "environment": "local",
         "python": "3.12", "platform": "Linux-x86_64"},
 }
 DESCRIBED: Dict[str, Machine] = {name: Machine.of(fields_) for name, fields_ in _DESCRIBED.items()}
@@ -190,9 +278,11 @@ def detect(refresh: bool = False) -> Machine:
 
     Returns:
         A ``Machine`` (immutable): ``cpu_count`` (cores this process may use), ``cpu_model``,
-        ``cpu_flags`` (empty without /proc/cpuinfo), ``memory_total_mib``, ``gpus`` (what
-        NVML sees, as ``Gpu`` records), ``tpu``, ``environment`` (``"colab"``, ``"kaggle"``,
-        ``"binder"`` or ``"local"``), ``python`` and ``platform``.
+        ``cpu_flags`` (empty without /proc/cpuinfo), ``memory_total_mib``, ``gpus`` and
+        ``nvml_gpus`` (both what NVML sees, as ``Gpu`` records: TensorFlow is not asked
+        here, so ``gpus_from`` is ``"nvml"``; ``tfwb.detect_hardware()`` asks it), ``tpu``,
+        ``environment`` (``"colab"``, ``"kaggle"``, ``"binder"`` or ``"local"``),
+        ``python`` and ``platform``.
 
     Example:
         >>> hw = detect()
@@ -210,6 +300,7 @@ def _detect() -> Machine:
     cpu_model, cpu_flags = parse_cpuinfo(_read_text("/proc/cpuinfo"))
     gpus = nvml.gpu_info()
     return Machine.of({
+        "gpus_from": "nvml",
         "cpu_count": _cpu_count(),
         "cpu_model": cpu_model or platform.processor() or platform.machine() or None,
         "cpu_flags": cpu_flags,
@@ -395,15 +486,147 @@ def describe(hw: MachineLike) -> str:
     parts = [cpu, f"{_gib(hw.memory_total_mib)} RAM"]
     gpus = hw.gpus
     if not gpus:
-        parts.append("no GPU")
+        parts.append("no GPU" if not hw.gpu_problem else "no GPU usable by TensorFlow")
     else:
-        names = [g.name or "unknown GPU" for g in gpus]
-        first = names[0]
-        label = first if all(n == first for n in names) else " + ".join(sorted(set(names)))
-        mem = gpus[0].memory_total_mib
-        count = f"{len(gpus)}× " if len(gpus) > 1 else ""
-        parts.append(f"{count}{label}" + (f" ({_gib(mem)})" if mem else ""))
+        parts.append(_gpu_label(gpus) + (" (seen by NVML; TensorFlow not asked)"
+                                         if hw.gpus_from == "nvml" else ""))
     if hw.tpu:
         parts.append("TPU")
     parts.append(hw.environment or "local")
-    return ", ".join(parts)
+    line = ", ".join(parts)
+    return f"{line}. {hw.gpu_problem}" if hw.gpu_problem else line
+
+
+def _gpu_label(gpus: Tuple[Gpu, ...]) -> str:
+    names = [g.name or "unknown GPU" for g in gpus]
+    first = names[0]
+    label = first if all(n == first for n in names) else " + ".join(sorted(set(names)))
+    mem = gpus[0].memory_total_mib
+    count = f"{len(gpus)}× " if len(gpus) > 1 else ""
+    return f"{count}{label}" + (f" ({_gib(mem)})" if mem else "")
+
+
+# -- what TensorFlow can use --------------------------------------------------------------
+def match_gpus(nvml_gpus: Sequence[Gpu], tf_gpus: Sequence[Gpu]) -> Tuple[Gpu, ...]:
+    """TensorFlow's GPUs, each with NVML's index (and NVML's memory where TF gave none).
+
+    Matched by PCI bus id. Where a bus id is missing on either side, a TensorFlow GPU takes
+    the first unmatched NVML GPU of the same name (NVML's order), so identical cards
+    without bus ids may pair up in the wrong order; their fields are the same either way.
+
+    Args:
+        nvml_gpus: NVML's view (``nvml.gpu_info()`` as ``Gpu`` records).
+        tf_gpus: TensorFlow's view, ``index`` being TensorFlow's GPU number.
+
+    Returns:
+        ``tf_gpus`` with ``nvml_index`` (None where no NVML GPU matches), and
+        ``memory_total_mib`` filled from NVML where TensorFlow did not give it.
+
+    Example:
+        >>> nv = [Gpu(0, "A", 100.0, pci_bus_id="0000:01:00.0"), Gpu(1, "A", 100.0, pci_bus_id="0000:02:00.0")]
+        >>> [g.nvml_index for g in match_gpus(nv, [Gpu(0, "A", pci_bus_id="0000:02:00.0")])]
+        [1]
+    """
+    free = list(nvml_gpus)
+    out = []
+    for g in tf_gpus:
+        hit = next((n for n in free if g.pci_bus_id and n.pci_bus_id == g.pci_bus_id), None)
+        if hit is None and not g.pci_bus_id:
+            hit = next((n for n in free if n.name == g.name or g.name is None), None)
+        if hit is None:
+            out.append(g)
+            continue
+        free.remove(hit)
+        out.append(replace(g, nvml_index=hit.index,
+                           memory_total_mib=g.memory_total_mib or hit.memory_total_mib,
+                           compute_capability=g.compute_capability or hit.compute_capability,
+                           name=g.name or hit.name, pci_bus_id=g.pci_bus_id or hit.pci_bus_id))
+    return tuple(out)
+
+
+def gpu_problem(nvml_gpus: Sequence[Gpu], tf_gpus: Sequence[Gpu], *, built_with_cuda: bool,
+                environ: Optional[Mapping[str, str]] = None, system: Optional[str] = None) -> Optional[str]:
+    """Why GPUs that NVML sees are not usable by TensorFlow, and the fix; None when all are.
+
+    The reasons, checked in this order: TensorFlow is a CPU build
+    (``tf.test.is_built_with_cuda()`` False; fix: the README's GPU command, or WSL2 on
+    Windows, where TensorFlow has no GPU build since 2.10); ``CUDA_VISIBLE_DEVICES`` hides
+    them (NVML ignores that variable, CUDA and TensorFlow obey it); otherwise the CUDA
+    libraries could not be loaded (TensorFlow's log says which), or, for some of
+    several GPUs, TensorFlow ignored them (e.g. a compute capability below its minimum).
+
+    Args:
+        nvml_gpus: the GPUs NVML sees.
+        tf_gpus: the GPUs TensorFlow lists, after ``match_gpus`` (``nvml_index`` set).
+        built_with_cuda: ``tf.test.is_built_with_cuda()``.
+        environ (mapping | None, default None): environment to read; None is os.environ.
+        system (str | None, default None): ``platform.system()``; None reads it.
+
+    Returns:
+        One sentence naming the GPU, the reason and the fix, or None.
+
+    Example:
+        >>> print(gpu_problem([Gpu(0, "Tesla T4")], [], built_with_cuda=False, environ={}, system="Linux"))
+        Tesla T4 seen by NVML but not usable by TensorFlow: this TensorFlow is a CPU-only build (tf.test.is_built_with_cuda() is False), so every step runs on the CPU; fix: pip uninstall -y tensorflow-cpu && pip install "tensorflow[and-cuda]" (the README's GPU command), then restart the kernel.
+    """
+    nvml_gpus, tf_gpus = tuple(nvml_gpus), tuple(tf_gpus)
+    used = {g.nvml_index for g in tf_gpus if g.nvml_index is not None}
+    unused = [g for g in nvml_gpus if g.index not in used]
+    if not unused or (len(tf_gpus) >= len(nvml_gpus) and not used):
+        return None        # every GPU in use (or no bus ids to tell which, and as many as NVML's)
+    env = os.environ if environ is None else environ
+    system = platform.system() if system is None else system
+    label = _gpu_label(tuple(unused)).split(" (")[0]
+    if len(unused) < len(nvml_gpus):
+        label = f"{label} (NVML index {', '.join(str(g.index) for g in unused)})"
+    head = f"{label} seen by NVML but not usable by TensorFlow: "
+    if not built_with_cuda:
+        fix = (f"{GPU_INSTALL_COMMAND} (the README's GPU command), then restart the kernel"
+               if system != "Windows" else
+               "TensorFlow has no GPU build for native Windows since 2.10; run it under WSL2 and "
+               f"install it there with {GPU_INSTALL_COMMAND}")
+        return (head + "this TensorFlow is a CPU-only build (tf.test.is_built_with_cuda() is False), "
+                f"so every step runs on the CPU; fix: {fix}.")
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return (head + f"CUDA_VISIBLE_DEVICES={visible!r} hides it from CUDA and TensorFlow (NVML ignores "
+                "that variable); fix: unset it or list the GPU in it before TensorFlow starts, then "
+                "restart the kernel.")
+    if not tf_gpus:
+        return (head + "TensorFlow is built with CUDA but could not load the CUDA libraries (its log "
+                "says \"Cannot dlopen some GPU libraries\" and names them), so every step runs on the "
+                'CPU; fix: pip install "tensorflow[and-cuda]" (pip\'s CUDA and cuDNN libraries for this '
+                "TensorFlow), or install the CUDA and cuDNN versions TensorFlow's install page lists, "
+                "then restart the kernel.")
+    return (head + "TensorFlow ignored it (its log says why, e.g. a compute capability below the minimum "
+            "this TensorFlow supports); the steps run on the GPUs it lists.")
+
+
+def with_tensorflow_view(hw: MachineLike, tf_gpus: Sequence[Union[Gpu, Mapping[str, Any]]], *,
+                         built_with_cuda: bool, environ: Optional[Mapping[str, str]] = None,
+                         system: Optional[str] = None) -> Machine:
+    """``hw`` with TensorFlow's GPUs as ``gpus``, NVML's kept as ``nvml_gpus``, and the problem.
+
+    Pure: ``tfwb.tf.runner.devices.machine()`` asks TensorFlow and calls this; tests give
+    TensorFlow's view directly.
+
+    Args:
+        hw: a Machine whose ``nvml_gpus`` are NVML's view (``detect()``).
+        tf_gpus: the GPUs TensorFlow lists (``index``: TensorFlow's number; ``pci_bus_id``).
+        built_with_cuda, environ, system: as for ``gpu_problem``.
+
+    Returns:
+        A Machine with ``gpus_from="tensorflow"``.
+
+    Example:
+        >>> t4 = Machine.of({"cpu_count": 2, "gpus": [{"index": 0, "name": "Tesla T4"}], "gpus_from": "nvml"})
+        >>> m = with_tensorflow_view(t4, [], built_with_cuda=False, environ={}, system="Linux")
+        >>> m.gpus, [g.name for g in m.nvml_gpus], m.gpu_problem.split(":")[0]
+        ((), ['Tesla T4'], 'Tesla T4 seen by NVML but not usable by TensorFlow')
+    """
+    hw = Machine.of(hw)
+    nvml_gpus = hw.nvml_gpus or ()
+    matched = match_gpus(nvml_gpus, [Gpu.of(g) for g in tf_gpus])
+    problem = gpu_problem(nvml_gpus, matched, built_with_cuda=built_with_cuda, environ=environ,
+                          system=system)
+    return hw.replace(gpus=matched, nvml_gpus=nvml_gpus, gpus_from="tensorflow", gpu_problem=problem)

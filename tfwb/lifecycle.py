@@ -109,7 +109,7 @@ class Lifecycle:
         self.clock = clock if clock is not None else run_clock()
         spe = cfg.steps_per_execution
         self.warmup_calls, self.calls = cfg.calls
-        self.state = RunState(config=cfg, log=StepLog(), clock=clock,
+        self.state = RunState(config=cfg, log=StepLog(), clock=self.clock,
                               total_steps=(self.warmup_calls + self.calls) * spe,
                               warmup_steps=self.warmup_calls * spe, steps_per_call=spe)
         self.dispatch = Dispatch(observers)
@@ -193,12 +193,14 @@ def result_from_log(state: RunState, *, warmup_calls: int, status: str, error: O
                     started_at: str = "", setup_s: float = 0.0, fingerprint: Optional[dict] = None,
                     traces: Optional[int] = None, traces_warm: Optional[int] = None,
                     replicas: Optional[int] = None, notes: Sequence[str] = (),
-                    extras: Optional[dict] = None, run_id: Optional[str] = None) -> RunResult:
+                    extras: Optional[dict] = None, run_id: Optional[str] = None,
+                    input_floor_s: Optional[float] = None) -> RunResult:
     """The one conversion of a run's step log (and what the runner knows) into a RunResult.
 
     Per-call times become per-training-step times (divided by ``steps_per_call``); the
     first ``warmup_calls`` calls are the warm-up, kept apart; input waits are kept only
-    when every call recorded one. An interrupted run without an ``error`` gets one that
+    when every call recorded one; the windows of windowed timing (``log.windows``) that
+    follow the warm-up become ``window_calls``. An interrupted run without an ``error`` gets one that
     says why and after how many steps.
 
     Args:
@@ -206,7 +208,8 @@ def result_from_log(state: RunState, *, warmup_calls: int, status: str, error: O
         warmup_calls: calls of the step function that were warm-up.
         status: ``ok``, ``failed``, ``interrupted`` or ``diverged`` (``Lifecycle.status``).
         error: what went wrong (failed, diverged).
-        started_at, setup_s, fingerprint, replicas, run_id: the result's fields of those names.
+        started_at, setup_s, fingerprint, replicas, run_id, input_floor_s: the result's
+            fields of those names.
         traces, traces_warm: TF's tracing count of the step function at the end and after
             warm-up (a note says when it retraced after warm-up).
         notes: the runner's own notes, before the observers' (``state.notes``).
@@ -234,6 +237,11 @@ def result_from_log(state: RunState, *, warmup_calls: int, status: str, error: O
     if after:
         all_notes.append(Note(f"the step function was traced {after} more time(s) after warm-up (retracing: "
                               "new input shapes or dtypes, or a Python value passed as an argument)", "tracing"))
+    windows, seen = [], 0
+    for k in log.windows:                  # a runner times warm-up and measured calls apart:
+        if seen >= w:                      # no window holds both
+            windows.append(k)
+        seen += k
     if status == "interrupted" and error is None:
         done = min(state.total_steps, len(times) * spe)
         error = f"{state.stop_reason or INTERRUPTED} after {done} of {state.total_steps} steps"
@@ -248,4 +256,5 @@ def result_from_log(state: RunState, *, warmup_calls: int, status: str, error: O
         steps_per_call=spe, traces=traces, traces_after_warmup=after,
         grad_norms=log.grad_norms[w:], loss_scales=log.loss_scales[w:],
         warmup_grad_norms=log.grad_norms[:w], warmup_loss_scales=log.loss_scales[:w], replicas=replicas,
+        input_floor_s=input_floor_s, window_calls=windows,
     )

@@ -69,8 +69,10 @@ def gpu_info(nvml: Any = None) -> List[Dict[str, Any]]:
 
     Returns:
         ``[{"index": int, "name": str, "memory_total_mib": float,
-        "compute_capability": (major, minor)}, ...]``, a field ``None`` where the driver
-        refuses it; ``[]`` without pynvml, driver or GPU.
+        "compute_capability": (major, minor), "pci_bus_id": str}, ...]`` (the bus id as NVML
+        writes it, ``"00000000:00:04.0"``; ``tfwb.hardware.normalize_pci_bus_id`` matches it
+        to CUDA's), a field ``None`` where the driver refuses it; ``[]`` without pynvml,
+        driver or GPU. NVML numbers GPUs itself and ignores ``CUDA_VISIBLE_DEVICES``.
 
     Example:
         >>> [g["name"] for g in gpu_info()]  # doctest: +SKIP
@@ -84,15 +86,17 @@ def gpu_info(nvml: Any = None) -> List[Dict[str, Any]]:
                 handle = _field(nv, lambda: nv.nvmlDeviceGetHandleByIndex(index))
                 if handle is None:
                     out.append({"index": index, "name": None, "memory_total_mib": None,
-                                "compute_capability": None})
+                                "compute_capability": None, "pci_bus_id": None})
                     continue
                 cc = _field(nv, lambda: nv.nvmlDeviceGetCudaComputeCapability(handle))
+                pci = _field(nv, lambda: nv.nvmlDeviceGetPciInfo(handle))
                 out.append({
                     "index": index,
                     "name": _text(_field(nv, lambda: nv.nvmlDeviceGetName(handle))),
                     "memory_total_mib": _field(
                         nv, lambda: nv.nvmlDeviceGetMemoryInfo(handle).total / 2**20),
                     "compute_capability": tuple(int(x) for x in cc) if cc is not None else None,
+                    "pci_bus_id": _text(getattr(pci, "busId", None)),
                 })
             return out
     except Exception:  # noqa: BLE001 - no NVML means no GPUs to list

@@ -5,7 +5,7 @@
 - ``on_run_start(run)``: setup is done, the first step is next;
 - ``on_step_begin(run, step)`` / ``on_step_end(run, step)``: around every step, warm-up
   included (``step`` counts from 0; ``run.log`` already holds step ``step``'s figures
-  in ``on_step_end``);
+  in ``on_step_end``: see "Timing modes" below for what they are at that moment);
 - ``on_warmup_end(run)``: after the last warm-up step (also when there is none);
 - ``on_run_end(run)``: always, also after a failure or an interrupt.
 
@@ -15,6 +15,17 @@ step (recorded as ``stop_reason`` on the result; status ``ok``, or ``interrupted
 for a user's interrupt). Observers must be cheap per step:
 the runner calls only the hooks an observer overrides, and an observer that needs
 per-step work should append to lists and do the rest in ``on_run_end``.
+
+Timing modes (``RunConfig.timing``). With ``"per_step"`` every entry of ``run.log`` is final
+when ``on_step_end`` sees it: the loss read and the device synced after each step. With
+``"windowed"`` (the default) steps run back to back and the device is synced once per window
+of steps: in ``on_step_end`` the open window's entries (``times_s``, ``starts_s``) are the
+host's own figures (the time to fetch and dispatch the step), and its losses are not there
+yet. When the window closes (before its last step's ``on_step_end``), its entries are
+replaced by figures derived from the window's synced wall time and its losses (gradient
+norms, loss scales) are appended. So ``len(run.log.losses)`` counts the settled steps: an
+observer that needs a step's loss or final time reads entries below it
+(``StopAtLoss`` does).
 
 Built in here (pure): ``Progress`` (a callback with steps done and total),
 ``StopAtLoss`` (stop when the loss reaches a target), ``StopFlag`` (stop when
@@ -60,7 +71,16 @@ class Observer:
 
 @dataclass
 class StepLog:
-    """What the runner records, step by step (kept when a step fails)."""
+    """What the runner records, call by call (kept when a step fails).
+
+    Attributes:
+        times_s, waits_s, starts_s: per call, its time, its wait for input and its start on
+            the run's clock (windowed timing: host figures until its window closes).
+        losses, grad_norms, loss_scales: per settled call (windowed timing: appended when
+            the window closes, so ``len(losses)`` is the number of settled calls).
+        windows: windowed timing only: the calls each closed window held, in order (each
+            window ended with one device sync); empty with per-step timing.
+    """
 
     times_s: List[float] = field(default_factory=list)
     waits_s: List[float] = field(default_factory=list)
@@ -68,6 +88,7 @@ class StepLog:
     losses: List[float] = field(default_factory=list)
     grad_norms: List[float] = field(default_factory=list)
     loss_scales: List[float] = field(default_factory=list)
+    windows: List[int] = field(default_factory=list)
 
 
 @dataclass
@@ -197,22 +218,30 @@ class StopAtLoss(Observer):
             raise ValueError(f"window={window!r} is not allowed; window must be an integer >= 1")
         self.target = float(target)
         self.window = window
+        self._seen = 0                      # losses judged so far in this run
+
+    def on_run_start(self, run: RunState) -> None:
+        self._seen = 0
 
     def on_step_end(self, run: RunState, step: int) -> None:
+        # Losses arrive when a window of steps settles (windowed timing), so every loss that
+        # arrived since the last call is judged in order: the first that reaches the target wins.
+        log = run.log
         calls_in_warmup = -(-run.warmup_steps // run.steps_per_call)
-        if step + 1 - calls_in_warmup < self.window:
-            return
-        recent = run.log.losses[-self.window:]
-        loss = sum(recent) / len(recent)
-        if loss <= self.target:
-            measured = (step + 1 - calls_in_warmup) * run.steps_per_call
-            first = run.log.starts_s[calls_in_warmup]
-            elapsed = run.log.starts_s[-1] + run.log.times_s[-1] - first
-            run.extras["target_reached"] = {"step": measured, "time_s": elapsed, "loss": loss,
-                                            "warmup_steps": calls_in_warmup * run.steps_per_call}
-            what = "loss" if self.window == 1 else f"mean loss of the last {self.window} steps"
-            run.request_stop(f"{what} {loss:.4g} reached the target {self.target:g} at measured step "
-                             f"{measured} ({elapsed:.2f} s of measured training)")
+        start = max(self._seen, calls_in_warmup + self.window - 1)
+        self._seen = len(log.losses)
+        for j in range(start, len(log.losses)):
+            recent = log.losses[j + 1 - self.window:j + 1]
+            loss = sum(recent) / len(recent)
+            if loss <= self.target:
+                measured = (j + 1 - calls_in_warmup) * run.steps_per_call
+                elapsed = log.starts_s[j] + log.times_s[j] - log.starts_s[calls_in_warmup]
+                run.extras["target_reached"] = {"step": measured, "time_s": elapsed, "loss": loss,
+                                                "warmup_steps": calls_in_warmup * run.steps_per_call}
+                what = "loss" if self.window == 1 else f"mean loss of the last {self.window} steps"
+                run.request_stop(f"{what} {loss:.4g} reached the target {self.target:g} at measured step "
+                                 f"{measured} ({elapsed:.2f} s of measured training)")
+                return
 
 
 class StopFlag(Observer):

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterable, Optional, Tuple
 
 from tfwb import stats
+from tfwb.bounds import input_fraction
 from tfwb.config import RunConfig
 from tfwb.diagnosis import diagnose
 
@@ -143,9 +144,22 @@ class RunResult:
         status: ``"ok"``, ``"failed"``, ``"interrupted"`` or ``"diverged"`` (the loss
             stopped being finite; ``error`` says at which step).
         error: the error message when the run did not finish.
-        step_times_s: wall time of each measured step, including its wait for input,
-            closed by a device sync (one entry per call; see ``steps_per_call``).
-        input_wait_s: per measured step, time blocked fetching its batch.
+        step_times_s: wall time of each measured step, including its wait for input
+            (one entry per call; see ``steps_per_call``). How it was timed is
+            ``config.timing``: ``"windowed"``: steps ran back to back and a window of them
+            ended with one device sync; each step's figure is its host time (fetch and
+            dispatch) scaled so that a window's steps add up to its synced wall time, so
+            their sum is the training time and the steps' spread is the host's (see
+            ``window_calls``). ``"per_step"``: each step ended with a loss read and a device
+            sync: its own latency, host and device serialised.
+        input_wait_s: per measured step, time blocked fetching its batch (``next()`` on
+            the host, timed per step in both modes).
+        input_floor_s: with ``data_source="memory"``, the median time of ``next()`` on a
+            second iterator over the same staged batches: the wait no pipeline can remove.
+            ``input_wait_fraction`` counts only the wait above it. ``None`` otherwise.
+        window_calls: windowed timing: the calls each synced window of the measured steps
+            held (they add up to the measured calls); empty with per-step timing, and for
+            results recorded before windows existed.
         warmup_times_s / warmup_input_wait_s: the same for warm-up steps.
         step_start_s: per measured step, its start on the run clock (for aligning
             utilization samples); ``warmup_start_s`` likewise.
@@ -208,6 +222,8 @@ class RunResult:
     traces: Optional[int] = None
     traces_after_warmup: Optional[int] = None
     replicas: Optional[int] = None
+    input_floor_s: Optional[float] = None
+    window_calls: Tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.config, RunConfig):
@@ -219,6 +235,7 @@ class RunResult:
                      "warmup_grad_norms", "warmup_loss_scales"):
             object.__setattr__(self, name, _floats(name, getattr(self, name)))
         object.__setattr__(self, "samples", tuple(self.samples))
+        object.__setattr__(self, "window_calls", tuple(int(k) for k in self.window_calls))
         object.__setattr__(self, "notes", tuple(Note.of(n) for n in self.notes))
         # Keep the fingerprint in its JSON form (tuples as lists), so a result equals
         # its own round trip.
@@ -325,9 +342,10 @@ class RunResult:
 
     @property
     def input_wait_fraction(self) -> Optional[float]:
-        """Total input wait / total step time over the measured steps."""
-        total = sum(self.step_times_s)
-        return sum(self.input_wait_s) / total if total > 0 and self.input_wait_s else None
+        """Total input wait / total step time over the measured steps; with staged batches
+        (``data_source="memory"``) only the wait above the iterator's own ``input_floor_s``
+        counts (``tfwb.bounds.input_fraction``)."""
+        return input_fraction(self.step_times_s, self.input_wait_s, self.input_floor_s)
 
     @property
     def per_replica_batch(self) -> Optional[int]:
@@ -431,7 +449,10 @@ class RunResult:
             raise ValueError("not a RunResult: expected a JSON object with a 'config' field")
         try:
             kwargs = {f.name: d[f.name] for f in fields(cls) if f.name in d}
-            kwargs["config"] = RunConfig.from_dict(d["config"], check_workload=False)
+            config = dict(d["config"]) if isinstance(d["config"], dict) else d["config"]
+            if isinstance(config, dict):
+                config.setdefault("timing", "per_step")   # recorded before the knob: timed per step
+            kwargs["config"] = RunConfig.from_dict(config, check_workload=False)
             kwargs["samples"] = tuple(Sample.from_dict(s) for s in d.get("samples") or ())
             for k in ("losses", "warmup_losses", "grad_norms", "loss_scales", "warmup_grad_norms",
                       "warmup_loss_scales"):

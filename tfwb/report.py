@@ -558,3 +558,53 @@ def html_table(rows: Sequence[Dict[str, Any]]) -> str:
                f'font-size:11px">{html.escape(note)}</caption>' if note else "")
     return ('<table class="tfwb-history" style="border-collapse:collapse;font-size:12px">'
             f"{caption}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+
+
+# -- figures that may be missing -------------------------------------------------------------------
+#: What a figure that was not measured reads as in tables and lines.
+MISSING_TEXT = "n/a"
+
+
+def fmt(value: Any, spec: str = "", missing: str = MISSING_TEXT) -> str:
+    """``format(value, spec)``, or ``missing`` for a figure that was not measured (None, NaN).
+
+    For table cells and printed lines whose figure can be absent: a failed run's peak
+    memory or loss scale, a gain with no run that reached the target, a GPU whose
+    utilization NVML refuses (MIG slices, some vGPUs).
+
+    Example:
+        >>> fmt(3.14159, ".2f"), fmt(None, ".2f"), fmt(float("nan"), ".0f")
+        ('3.14', 'n/a', 'n/a')
+    """
+    if value is None or (isinstance(value, float) and value != value):
+        return missing
+    return format(value, spec)
+
+
+#: Why NVML gives no utilization for a GPU it lists.
+NO_GPU_UTIL_TEXT = ("not reported: NVML refuses utilization on this GPU (a MIG slice or a vGPU does; "
+                    "nvidia-smi shows N/A there too)")
+
+
+def utilization_lines(result: RunResult, cpu_count: Optional[int] = None) -> List[str]:
+    """The utilization of a run over its measured steps, one line for the CPU and one per GPU.
+
+    Every figure may be missing (no samples, a failed run, NVML refusing a MIG slice's
+    utilization): it reads ``n/a`` or says why, never raises.
+
+    Example:
+        >>> from tfwb.records import Sample
+        >>> r = RunResult(config=RunConfig(), samples=(Sample(0.5, 150.0, 40.0, 900.0, (None,), (1200.0,)),))
+        >>> for line in utilization_lines(r, cpu_count=4):
+        ...     print(line)
+        1 samples; process CPU median 150 % of one core (4 cores here); whole machine 40 %; RSS peak 900 MiB
+        GPU 0: utilization not reported: NVML refuses utilization on this GPU (a MIG slice or a vGPU does; nvidia-smi shows N/A there too); memory in use 1,200 MiB
+    """
+    u = result.utilization()
+    cores = f" ({cpu_count} cores here)" if cpu_count else ""
+    lines = [f"{u['samples']} samples; process CPU median {fmt(u['cpu_process_pct'], '.0f')} % of one core{cores}; "
+             f"whole machine {fmt(u['cpu_system_pct'], '.0f')} %; RSS peak {fmt(u['rss_peak_mib'], ',.0f')} MiB"]
+    for gpu, (util, mem) in enumerate(zip(u["gpu_util_pct"], u["gpu_mem_peak_mib"])):
+        util_text = f"median {util:.0f} %" if util is not None else NO_GPU_UTIL_TEXT
+        lines.append(f"GPU {gpu}: utilization {util_text}; memory in use {fmt(mem, ',.0f')} MiB")
+    return lines

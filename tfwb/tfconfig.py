@@ -9,15 +9,30 @@ Every process of a TensorFlow cluster gets the same ``cluster`` (job name -> lis
 ``parse`` checks a TF_CONFIG before TensorFlow sees it (TensorFlow's own errors about
 a bad one come late and say little); ``local`` writes the TF_CONFIGs of a cluster on
 this machine, on free loopback ports it has checked; ``join_local_cluster`` is what a
-local cluster's worker does to itself before TensorFlow loads (its cores; die with its
-parent). Pure: no TensorFlow, so a worker with a bad TF_CONFIG or a taken port fails
-before it spends seconds importing it.
+local cluster's worker does to itself before TensorFlow loads (its private network, its
+cores; die with its parent). Pure: no TensorFlow, so a worker with a bad TF_CONFIG or a
+taken port fails before it spends seconds importing it.
+
+**Where the servers listen.** TensorFlow's gRPC server (``GrpcServer::Init`` in
+tensorflow/core/distributed_runtime/rpc/grpc_server_lib.cc) listens on
+``"0.0.0.0:" + port``: it takes only the *port* from the task's address in the cluster
+(or ``ServerDef.port``); no ServerDef field, ``tf.distribute.Server`` argument,
+TF_CONFIG key or environment variable changes the host it binds (TF 2.16 to 2.21; the
+string ``0.0.0.0:`` is in ``libtensorflow_cc.so.2``). A server is an unauthenticated
+endpoint that runs whatever graph it is sent, file reads and writes included, so a
+local cluster must not listen on the machine's network. ``private_network`` gives its
+processes one network namespace of their own, with nothing in it but a loopback
+interface: they reach each other on 127.0.0.1 and nothing outside the namespace can
+reach them (``enter_private_network``, ``join_private_network``).
 """
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
 import os
 import socket
+import struct
 import sys
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -181,7 +196,9 @@ def port_free(port: int, host: str = "") -> bool:
 def check_own_port(tfc: TFConfig) -> None:
     """Raise ``ValueError`` when this process's own port is already taken on this machine.
 
-    TensorFlow binds its server on every interface, so that is what is checked.
+    TensorFlow binds its server on every interface (``0.0.0.0``), so that is what is
+    checked, in this process's network namespace (a local cluster's worker checks after
+    it joined the cluster's private network, where only the cluster listens).
     """
     _, port = split_address(tfc.address)
     if not port_free(port):
@@ -235,26 +252,144 @@ def local(n_workers: int, host: str = "localhost", ports: Optional[Sequence[int]
     return [TFConfig(cluster, job, i) for job, n in jobs for i in range(n)]
 
 
-def join_local_cluster(environ: Optional[Mapping[str, str]] = None) -> None:
-    """What a worker started by a local cluster does to itself first, before TensorFlow loads.
+# -- a private network for a local cluster (Linux namespaces) -----------------------------------------
+#: Environment variable: the pid of the process whose network namespace a local cluster's processes join.
+NETNS_ENV = "TFWB_NETNS_PID"
+#: Environment variable: how a local cluster's network is chosen (``NETWORK_MODES``).
+NETWORK_ENV = "TFWB_CLUSTER_NETWORK"
+#: ``auto``: a private network where this machine allows one, else every interface (said in the run's
+#: notes); ``private``: a private network or no cluster at all; ``open``: every interface, on purpose.
+NETWORK_MODES = ("auto", "private", "open")
+_CLONE_NEWUSER, _CLONE_NEWNET = 0x10000000, 0x40000000
+_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
+_IFREQ = "16sH22x"                     # struct ifreq: the name, then ifr_flags, padded to 40 bytes
+#: The line a network holder writes once its namespace is ready.
+NETWORK_READY = "@tfwb-network ready"
 
-    ``TFWB_WORKER_CPUS`` (core ids): pin this process to its share of the cores, like a
-    host of its own (TensorFlow sizes its thread pools from the affinity).
-    ``TFWB_PARENT_PID``: ask Linux to kill this process when the process that started
-    it ends (``PR_SET_PDEATHSIG``), and exit at once if that already happened, so a
-    kernel that dies leaves no workers behind. Both are skipped where the OS lacks them;
-    a worker you start yourself has neither variable.
+
+def network_mode(environ: Optional[Mapping[str, str]] = None) -> str:
+    """``TFWB_CLUSTER_NETWORK`` (default ``"auto"``), checked.
+
+    Raises:
+        ValueError: for a value outside ``NETWORK_MODES``.
+
+    Example:
+        >>> network_mode({}), network_mode({"TFWB_CLUSTER_NETWORK": "private"})
+        ('auto', 'private')
     """
     env = os.environ if environ is None else environ
-    cpus = env.get("TFWB_WORKER_CPUS", "")
-    if cpus and hasattr(os, "sched_setaffinity"):
+    mode = env.get(NETWORK_ENV, "auto").strip().lower() or "auto"
+    if mode not in NETWORK_MODES:
+        raise ValueError(f"{NETWORK_ENV}={mode!r} is not allowed; one of {', '.join(NETWORK_MODES)}")
+    return mode
+
+
+def _libc_call(name: str, *args: Any) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if getattr(libc, name)(*args) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"{name}: {os.strerror(code)}")
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as fh:
+        fh.write(text)
+
+
+def _loopback_up() -> None:
+    import fcntl   # here: Unix only, and tfconfig is imported on every platform
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        _, flags = struct.unpack(_IFREQ, fcntl.ioctl(s, _SIOCGIFFLAGS, struct.pack(_IFREQ, b"lo", 0)))
+        fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack(_IFREQ, b"lo", flags | _IFF_UP))
+
+
+def enter_private_network() -> str:
+    """Move this process into a new network namespace whose only interface is loopback (up).
+
+    As root with ``CAP_SYS_ADMIN`` a network namespace alone; otherwise a user namespace
+    too (unprivileged, where the kernel allows it), this user's ids mapped to themselves.
+    Call it in a process with one thread (Linux refuses a user namespace to others).
+
+    Returns:
+        How: ``"a network namespace"`` or ``"a user and network namespace"``.
+
+    Raises:
+        OSError: where the system refuses both (not Linux, a container's seccomp
+            profile, ``kernel.unprivileged_userns_clone=0``, AppArmor's
+            ``apparmor_restrict_unprivileged_userns``); the message says which step failed.
+    """
+    if not sys.platform.startswith("linux"):
+        raise OSError(errno.ENOSYS, f"a private network needs Linux namespaces; this is {sys.platform}")
+    uid, gid = os.geteuid(), os.getegid()
+    try:
+        _libc_call("unshare", _CLONE_NEWNET)
+        how = "a network namespace"
+    except OSError as first:
         try:
-            os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
-        except (OSError, ValueError):
-            pass
+            _libc_call("unshare", _CLONE_NEWUSER | _CLONE_NEWNET)
+            _write("/proc/self/setgroups", "deny")
+            _write("/proc/self/uid_map", f"{uid} {uid} 1")
+            _write("/proc/self/gid_map", f"{gid} {gid} 1")
+        except OSError as second:
+            raise OSError(second.errno, f"no network namespace ({first.strerror}) and no user namespace "
+                                        f"either ({second.strerror})") from None
+        how = "a user and network namespace"
+    try:
+        _loopback_up()
+    except OSError as e:
+        raise OSError(e.errno, f"the private network's loopback interface could not be brought up "
+                               f"({e.strerror})") from None
+    return how
+
+
+def join_private_network(pid: int) -> None:
+    """Join the network namespace of process ``pid`` (and its user namespace, when it has its own).
+
+    Call it in a process with one thread, before TensorFlow starts.
+
+    Raises:
+        OSError: when the process is gone or the system refuses.
+    """
+    if os.readlink(f"/proc/{pid}/ns/user") != os.readlink("/proc/self/ns/user"):
+        fd = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY)
+        try:
+            _libc_call("setns", fd, _CLONE_NEWUSER)
+        finally:
+            os.close(fd)
+    fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+    try:
+        _libc_call("setns", fd, _CLONE_NEWNET)
+    finally:
+        os.close(fd)
+
+
+def hold_private_network() -> int:
+    """A network holder's whole life: make the private network, say so, keep it until stdin closes.
+
+    A local cluster starts one (``python -c 'import tfwb.tfconfig as t; t.hold_private_network()'``)
+    before its workers, which join its namespace (``TFWB_NETNS_PID``). It writes
+    ``NETWORK_READY`` and how, or ``@tfwb-network failed: <why>``, as one line on stdout.
+
+    Returns:
+        The exit status: 0 after stdin closed, 1 when no private network could be made.
+    """
+    _die_with_parent(os.environ)
+    try:
+        how = enter_private_network()
+    except OSError as e:
+        sys.stdout.write(f"@tfwb-network failed: {e.strerror or e}\n")
+        sys.stdout.flush()
+        return 1
+    sys.stdout.write(f"{NETWORK_READY}: {how}\n")
+    sys.stdout.flush()
+    sys.stdin.read()                        # until the cluster closes it (or this process is killed)
+    return 0
+
+
+def _die_with_parent(env: Mapping[str, str]) -> None:
     parent = env.get("TFWB_PARENT_PID", "")
     if parent.isdigit() and sys.platform.startswith("linux"):
-        import ctypes
         import signal
 
         try:
@@ -263,3 +398,36 @@ def join_local_cluster(environ: Optional[Mapping[str, str]] = None) -> None:
             return
         if os.getppid() != int(parent):        # the parent ended before the request took effect
             os._exit(1)
+
+
+def join_local_cluster(environ: Optional[Mapping[str, str]] = None) -> None:
+    """What a worker started by a local cluster does to itself first, before TensorFlow loads.
+
+    ``TFWB_NETNS_PID``: join the cluster's private network (``join_private_network``),
+    where its servers can be reached on loopback only.
+    ``TFWB_WORKER_CPUS`` (core ids): pin this process to its share of the cores, like a
+    host of its own (TensorFlow sizes its thread pools from the affinity).
+    ``TFWB_PARENT_PID``: ask Linux to kill this process when the process that started
+    it ends (``PR_SET_PDEATHSIG``), and exit at once if that already happened, so a
+    kernel that dies leaves no workers behind. The last two are skipped where the OS lacks
+    them; a worker you start yourself has none of these variables.
+
+    Raises:
+        OSError: when the cluster's private network cannot be joined (the worker must
+            not start its server on the machine's network instead).
+    """
+    env = os.environ if environ is None else environ
+    holder = env.get(NETNS_ENV, "")
+    if holder.isdigit():
+        try:
+            join_private_network(int(holder))
+        except OSError as e:
+            raise OSError(e.errno, f"this worker could not join the cluster's private network (process "
+                                   f"{holder}): {e.strerror or e}") from None
+    cpus = env.get("TFWB_WORKER_CPUS", "")
+    if cpus and hasattr(os, "sched_setaffinity"):
+        try:
+            os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
+        except (OSError, ValueError):
+            pass
+    _die_with_parent(env)

@@ -197,10 +197,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
     except ValueError as e:
         return worker_error(args, str(e), 2)
     try:
-        tfconfig.check_own_port(tfc)
+        tfconfig.join_local_cluster()   # a local cluster's worker: its private network, its cores, die with the parent
+    except OSError as e:
+        return worker_error(args, str(e), 1)
+    try:
+        tfconfig.check_own_port(tfc)    # in the network its server will listen in
     except ValueError as e:
         return worker_error(args, str(e), tfconfig.EXIT_PORT_TAKEN)
-    tfconfig.join_local_cluster()       # a local cluster's worker: its cores, and die with the parent
     data: dict = {}
     try:
         if args.config:

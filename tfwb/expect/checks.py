@@ -9,6 +9,8 @@
 
 Each ``.check`` returns a ``Check`` whose ``str`` is one sentence:
 ``Expected: <claim> (<expected>). Measured: <what>. Result: agreed.``
+A measurement that did not happen (a failed run, ``None``, NaN) reads "cannot tell",
+with why, never "did NOT agree".
 
 Pure: no TensorFlow; knows nothing about machines or knobs.
 """
@@ -112,6 +114,24 @@ def _times(x: Any) -> Optional[Sequence[float]]:
     return x
 
 
+def not_measured(*runs: Any) -> str:
+    """Why there is nothing to compare: the first run that failed, and how; or ``"nothing measured"``.
+
+    Example:
+        >>> not_measured([0.1], None)
+        'nothing measured'
+    """
+    for x in runs:
+        status = getattr(x, "status", None)
+        if status is not None and not getattr(x, "ok", True):
+            label = getattr(getattr(x, "config", None), "label", "") or "a run"
+            error = (getattr(x, "error", None) or "").strip()
+            if len(error) > 160:
+                error = error[:157] + "..."
+            return f"nothing measured: {label} {status}" + (f" ({error})" if error else "")
+    return "nothing measured"
+
+
 def _input_share(x: Any) -> Optional[float]:
     frac = getattr(x, "input_wait_fraction", None)
     return frac if isinstance(frac, (int, float)) else None
@@ -175,7 +195,7 @@ class AB:
         else:
             b, c = _times(baseline), _times(candidate)
             if not b or not c:
-                return Check(self.claim, expected, None, None, "nothing to compare (a run failed)")
+                return Check(self.claim, expected, None, None, not_measured(baseline, candidate))
             cmp = stats.compare(b, c) if noise is None else stats.compare(b, c, noise=noise)
             runs = (baseline, candidate)
         if self.expected is None:
@@ -308,6 +328,14 @@ class Equal:
         return f"Expecting: {self.claim}: {self.value}" + (f" ({self.why})." if self.why else ".")
 
     def check(self, measured: Any) -> Check:
+        """Test ``measured``; ``None`` (a measurement that did not happen) or NaN: cannot tell.
+
+        Example:
+            >>> print(equal("every worker reported the same losses", True).check(None))
+            Expected: every worker reported the same losses (True). Measured: nothing measured. Result: cannot tell.
+        """
+        if measured is None or (isinstance(measured, float) and measured != measured):
+            return Check(self.claim, str(self.value), None, None, "nothing measured")
         return Check(self.claim, str(self.value), None, measured == self.value, str(measured))
 
 

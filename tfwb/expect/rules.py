@@ -49,17 +49,17 @@ def best_compute_capability(hw: MachineLike) -> Optional[Tuple[int, int]]:
 def target(hw: MachineLike, strategy: Optional[str] = None) -> str:
     """Where the model's step runs: ``"tpu"``, ``"gpu"``, ``"cpu"``, or ``"none"``.
 
-    ``strategy=None`` means the strategy a reader would pick here: ``"tpu"`` on a TPU
-    machine, else the default. On a TPU VM without ``strategy="tpu"`` the step runs on
-    the host CPU; ``strategy="tpu"`` with no TPU is ``"none"`` (the run fails).
+    ``strategy=None`` is the default strategy, as for a run: only ``strategy="tpu"`` puts
+    the step on a TPU, so on a TPU VM anything else runs on the host CPU;
+    ``strategy="tpu"`` with no TPU is ``"none"`` (the run fails). ``"gpu"`` only where
+    TensorFlow can use a GPU (``hw.gpus``; ``tfwb.detect_hardware()`` fills it from
+    TensorFlow): a GPU that only NVML sees leaves the step on the CPU.
 
     Example:
-        >>> target({"gpus": [], "tpu": True}), target({"gpus": [], "tpu": True}, "default")
-        ('tpu', 'cpu')
+        >>> target({"gpus": [], "tpu": True}), target({"gpus": [], "tpu": True}, "tpu")
+        ('cpu', 'tpu')
     """
     hw = Machine.of(hw)
-    if strategy is None:
-        strategy = "tpu" if hw.tpu else "default"
     if strategy == "tpu":
         return "tpu" if hw.tpu else "none"
     return "gpu" if hw.gpus else "cpu"
@@ -92,7 +92,10 @@ def where(hw: MachineLike, strategy: Optional[str] = None) -> str:
     cores = hw.cpu_count
     details = ([f"{cores} core{'' if cores == 1 else 's'}"] if cores else []) + [f for f in feats if f]
     host = "this TPU VM's host CPU" if hw.tpu else "this CPU"
-    return host + (f" ({', '.join(details)})" if details else "")
+    text = host + (f" ({', '.join(details)})" if details else "")
+    if hw.gpu_problem and hw.nvml_gpus:
+        text += f" ({hw.nvml_gpus[0].name or 'the GPU'} is not usable by TensorFlow here)"
+    return text
 
 
 def default_device(hw: MachineLike) -> Equal:
@@ -141,7 +144,48 @@ def _downgrade(e: Expected, bound: Optional[str]) -> Expected:
                     e.than)
 
 
-def _precision(hw: MachineLike, value: str, kind: str, bound: Optional[str]) -> Expected:
+def _gpu_busy_pct(baseline: Any) -> Optional[float]:
+    """The highest GPU busy share (NVML duty cycle) of a measured run, or None (unmeasured, refused)."""
+    utilization = getattr(baseline, "utilization", None)
+    if not callable(utilization):
+        return None
+    util = [u for u in utilization().get("gpu_util_pct") or () if u is not None]
+    return max(util) if util else None
+
+
+def _precision_tf32_gpu(cc: Tuple[int, int], tc: str, baseline: Any, bound: Optional[str],
+                        than: str) -> Expected:
+    """A 16-bit policy on a GPU whose float32 matmuls already run on TF32 Tensor Cores (cc >= 8.0).
+
+    The gain is 16-bit Tensor Cores at twice TF32's rate and half the memory traffic, which
+    shows only on a step big enough to keep the GPU busy (TensorFlow's guide: small models
+    gain little). So: faster only for a compute-bound step, known from a measured baseline
+    whose GPU was busy (or from a bound given for no baseline); else no fixed direction.
+    """
+    base = (f"float32 matmuls and convolutions already run on TF32 Tensor Cores at compute capability "
+            f"{cc[0]}.{cc[1]}; {tc} Tensor Cores run them at about twice TF32's rate and halve activation "
+            "memory traffic")
+    measured = hasattr(baseline, "step_times_s")
+    if bound == INPUT:
+        return Expected(NOT_SLOWER, base + "; but the run waits on input, which hides a change in the step",
+                        than)
+    if bound == COMPUTE and measured:
+        busy = _gpu_busy_pct(baseline)
+        if busy is None:
+            return Expected(None, base + ", which shows only on a step that keeps the GPU busy; NVML did not "
+                            "report the GPU's utilization for the baseline (refused, e.g. on a MIG slice), "
+                            "so whether this step does is unknown", than)
+        return Expected(FASTER, base + f": the baseline kept the GPU busy ({busy:.0f} % of the time), so the "
+                        "step is compute-bound and the faster math shows", than)
+    if bound == COMPUTE and baseline is None:
+        return Expected(FASTER, base + ", which shows on a compute-bound step like this one", than)
+    return Expected(None, base + ", which shows only on a step big enough to keep the GPU busy; small models "
+                    "gain little (TensorFlow's mixed-precision guide). Measure a baseline: its bound decides",
+                    than)
+
+
+def _precision(hw: MachineLike, value: str, kind: str, bound: Optional[str],
+               baseline: Any = None) -> Expected:
     than = "float32"
     if value == "off":
         raise ValueError("mixed_precision='off' is the float32 baseline; compare a policy against it")
@@ -177,10 +221,10 @@ def _precision(hw: MachineLike, value: str, kind: str, bound: Optional[str]) -> 
             return Expected(NOT_FASTER, "the GPU idles between small kernels, so faster math cannot "
                             "show, and the policy adds cast kernels", than)
         tc = "float16" if half else "bfloat16"
+        if cc >= (8, 0):
+            return _precision_tf32_gpu(cc, tc, baseline, bound, than)
         why = (f"{tc} Tensor Cores (compute capability {cc[0]}.{cc[1]}) run matmuls and convolutions "
                "several times faster than float32 and halve activation memory, on a step busy with them")
-        if cc >= (8, 0):
-            why += " (float32 matmuls already use TF32 Tensor Cores here, so the gain is smaller than on a T4)"
         return _downgrade(Expected(FASTER, why, than), bound)
     # CPU: x86 flags name the instructions; Arm lists "fphp" (float16) and "bf16".
     arm = "asimd" in flags
@@ -365,7 +409,7 @@ def _kind(hw: MachineLike, baseline: Any) -> str:
 
 
 def _precision_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
-    return _precision(hw, value, _kind(hw, baseline), bound)
+    return _precision(hw, value, _kind(hw, baseline), bound, baseline)
 
 
 def _jit_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
@@ -401,6 +445,19 @@ def _batch_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]
                           "example (a larger batch lowers it until the device is busy)")
 
 
+def _timing_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+    """timing='per_step' against the windowed default: a sync and a loss read after every step."""
+    if value != "per_step":
+        raise ValueError(f"timing={value!r} has no expectation against the default; give 'per_step'")
+    kind = target(hw, getattr(_config(baseline), "strategy", None))
+    if kind in ("gpu", "tpu"):
+        return Expected(SLOWER, f"a sync and a loss read after every step stop the host from preparing the next "
+                                f"step while the {kind.upper()} runs this one; windows let them overlap",
+                        than="windowed timing")
+    return Expected(SAME, "TensorFlow runs a graph's kernels on the CPU before the call returns: there is no "
+                          "device work for windows to overlap", than="windowed timing")
+
+
 #: The one table: knob -> its rule. ``sync`` (value False) is timing without a device sync,
 #: the one entry that is not a RunConfig field.
 RULES: Dict[str, Rule] = {
@@ -413,24 +470,96 @@ RULES: Dict[str, Rule] = {
                                    "data_source")},
     "sync": _sync_rule,
     "batch_size": _batch_rule,
+    "timing": _timing_rule,
 }
 
 
+#: The published facts behind each rule, by (knob, where the step runs); ``(knob, None)``
+#: covers every place. ``source(knob, kind)`` reads it; the table prints it beside each cell.
+SOURCES: Dict[Tuple[str, Optional[str]], str] = {
+    ("mixed_precision", "gpu"): (
+        "NVIDIA CUDA C++ Programming Guide, warp matrix functions: float16 Tensor Cores from compute "
+        "capability 7.0, bfloat16 and TF32 from 8.0; NVIDIA T4/A100/H100/L4 datasheets: dense FP16 and "
+        "BF16 Tensor Core rates are twice TF32's (A100 312 vs 156 TFLOPS), a T4's FP16 8x its FP32 "
+        "(65 vs 8.1); TensorFlow mixed-precision guide: compute capability 7.0+ gains most, small "
+        "models gain little"),
+    ("mixed_precision", "cpu"): (
+        "TensorFlow mixed-precision guide: mixed precision runs on CPUs, usually much slower; "
+        "TensorFlow source tensorflow/core/util/util.cc (IsDataTypeSupportedByOneDNNOnThisCPU): oneDNN "
+        "runs bfloat16 with AVX-512 BF16 or AMX, float16 with AVX-512 FP16, AMX-FP16 or AVX-NE-CONVERT"),
+    ("mixed_precision", "tpu"): (
+        "TensorFlow mixed-precision guide: use mixed_bfloat16 on TPUs (float16 is not supported there); "
+        "Cloud TPU docs, 'The bfloat16 numerical format': the matrix units multiply in bfloat16"),
+    ("tf32", None): (
+        "NVIDIA, 'TensorFloat-32 in the A100 GPU': TF32 Tensor Cores from Ampere (compute capability "
+        "8.0) on, an NVIDIA-only format; tf.config.experimental.enable_tensor_float_32_execution: "
+        "on by default since TensorFlow 2.4"),
+    ("jit_compile", None): (
+        "TensorFlow XLA guide: fusion cuts kernel launches and memory traffic; every TPU program is "
+        "compiled by XLA; the first call compiles"),
+    ("steps_per_execution", None): (
+        "Keras Model.compile docs: steps_per_execution runs several batches per tf.function call, "
+        "cutting Python overhead, most on TPUs and small models"),
+    ("strategy", None): (
+        "TensorFlow distributed training guide (MirroredStrategy, MultiWorkerMirroredStrategy, "
+        "ParameterServerStrategy, TPUStrategy): replicas split the batch and all-reduce gradients"),
+    ("sync", None): (
+        "CUDA C++ Programming Guide, asynchronous concurrent execution: a kernel launch returns before "
+        "the kernel finishes; tf.test.experimental.sync_devices waits for queued device work"),
+    ("batch_size", None): "none needed: a different batch is a different amount of work per step",
+    ("timing", None): (
+        "CUDA C++ Programming Guide, asynchronous concurrent execution: the host queues work and returns; "
+        "Keras Model.fit does not read the loss each step unless a batch callback asks for it"),
+}
+for _k in ("prefetch", "parallel_map", "interleave", "cache", "vectorized_map", "data_source"):
+    SOURCES[_k, None] = ("TensorFlow guide 'Better performance with the tf.data API' (prefetch overlaps "
+                         "input with the step; parallel map, interleave and cache speed the pipeline); TF "
+                         "profiler: input wait >= 20 % of the step is highly input-bound")
+
+
+def source(knob: str, kind: Optional[str] = None) -> str:
+    """The published facts behind ``knob``'s rule where the step runs (``target``'s answer).
+
+    Raises:
+        ValueError: a knob without a rule.
+
+    Example:
+        >>> source("tf32", "gpu").split(":")[0]
+        "NVIDIA, 'TensorFloat-32 in the A100 GPU'"
+    """
+    if (knob, kind) in SOURCES:
+        return SOURCES[knob, kind]
+    if (knob, None) in SOURCES:
+        return SOURCES[knob, None]
+    if knob == "mixed_precision":
+        return SOURCES[knob, "cpu"] if kind != "tpu" else SOURCES[knob, "tpu"]
+    raise ValueError(f"knob={knob!r} has no rule; one of {tuple(RULES)}")
+
+
 #: The changes ``tfwb.expect.table()`` shows for every described machine: (label, knob, value,
-#: bound). A knob's rule and its rows sit together here.
-TABLE_CHANGES: Tuple[Tuple[str, str, Any, Optional[str]], ...] = (
-    ("mixed_precision='mixed_float16'", "mixed_precision", "mixed_float16", None),
-    ("mixed_precision='mixed_bfloat16'", "mixed_precision", "mixed_bfloat16", None),
-    ("jit_compile=True", "jit_compile", True, None),
-    ("jit_compile=True, GPU idling (overhead-bound)", "jit_compile", True, OVERHEAD),
-    ("tf32=False (float32 matmuls in full float32)", "tf32", False, None),
-    ("steps_per_execution=8", "steps_per_execution", 8, None),
-    ("strategy='mirrored'", "strategy", "mirrored", None),
-    ("strategy='tpu'", "strategy", "tpu", None),
-    ("prefetch=True, input-bound run", "prefetch", True, INPUT),
-    ("prefetch=True, compute-bound run", "prefetch", True, COMPUTE),
-    ("parallel_map=True, input-bound run", "parallel_map", True, INPUT),
-    ("timing without a device sync", "sync", False, None),
+#: bound, baseline strategy). A knob's rule and its rows sit together here. Without
+#: ``strategy="tpu"`` a TPU VM's step runs on its host CPU; its TPU has rows of its own.
+TABLE_CHANGES: Tuple[Tuple[str, str, Any, Optional[str], Optional[str]], ...] = (
+    ("mixed_precision='mixed_float16'", "mixed_precision", "mixed_float16", None, None),
+    ("mixed_precision='mixed_float16', compute-bound run", "mixed_precision", "mixed_float16", COMPUTE, None),
+    ("mixed_precision='mixed_bfloat16'", "mixed_precision", "mixed_bfloat16", None, None),
+    ("mixed_precision='mixed_bfloat16', compute-bound run", "mixed_precision", "mixed_bfloat16", COMPUTE,
+     None),
+    ("jit_compile=True", "jit_compile", True, None, None),
+    ("jit_compile=True, GPU idling (overhead-bound)", "jit_compile", True, OVERHEAD, None),
+    ("tf32=False (float32 matmuls in full float32)", "tf32", False, None, None),
+    ("steps_per_execution=8", "steps_per_execution", 8, None, None),
+    ("strategy='mirrored'", "strategy", "mirrored", None, None),
+    ("strategy='tpu'", "strategy", "tpu", None, None),
+    ("prefetch=True, input-bound run", "prefetch", True, INPUT, None),
+    ("prefetch=True, compute-bound run", "prefetch", True, COMPUTE, None),
+    ("parallel_map=True, input-bound run", "parallel_map", True, INPUT, None),
+    ("timing without a device sync", "sync", False, None, None),
+    ("under strategy='tpu': mixed_precision='mixed_float16'", "mixed_precision", "mixed_float16", None, "tpu"),
+    ("under strategy='tpu': mixed_precision='mixed_bfloat16'", "mixed_precision", "mixed_bfloat16", None,
+     "tpu"),
+    ("under strategy='tpu': jit_compile=True", "jit_compile", True, None, "tpu"),
+    ("under strategy='tpu': steps_per_execution=8", "steps_per_execution", 8, None, "tpu"),
 )
 
 # -- memory ----------------------------------------------------------------------------------

@@ -47,9 +47,10 @@ class FakeNvml:
 
     Args:
         gpus (sequence of dict, default ()): one dict per GPU with keys ``name``,
-            ``util_pct``, ``mem_used_mib``, ``mem_total_mib``, ``compute_capability`` and
-            ``refuse`` (a set of ``"util"``, ``"mem"``, ``"name"``, ``"cc"``: calls that
-            raise ``NVMLError_NotSupported`` for that GPU).
+            ``util_pct``, ``mem_used_mib``, ``mem_total_mib``, ``compute_capability``,
+            ``pci_bus_id`` (default ``"00000000:<index + 1>:00.0"``) and ``refuse`` (a set of
+            ``"util"``, ``"mem"``, ``"name"``, ``"cc"``, ``"pci"``: calls that raise
+            ``NVMLError_NotSupported`` for that GPU).
         init_error (Exception | None, default None): what ``nvmlInit`` raises.
         driver (str, default "580.00.00"): what ``nvmlSystemGetDriverVersion`` returns.
 
@@ -120,6 +121,10 @@ class FakeNvml:
     def nvmlDeviceGetCudaComputeCapability(self, handle: int) -> Tuple[int, int]:  # noqa: N802
         return tuple(self._gpu(handle, "cc").get("compute_capability", (9, 0)))
 
+    def nvmlDeviceGetPciInfo(self, handle: int) -> Any:  # noqa: N802
+        g = self._gpu(handle, "pci")
+        return _Struct(busId=g.get("pci_bus_id", f"00000000:{handle + 1:02X}:00.0").encode())
+
     def nvmlSystemGetDriverVersion(self) -> str:  # noqa: N802
         if self.init_calls <= self.shutdown_calls:
             raise FakeNVMLError("Uninitialized")
@@ -127,7 +132,8 @@ class FakeNvml:
 
 
 #: The named scenarios of ``fake_nvml``.
-SCENARIOS = ("no driver", "no GPU", "two healthy GPUs", "one GPU failing")
+SCENARIOS = ("no driver", "no GPU", "two healthy GPUs", "one GPU failing", "one Tesla T4",
+             "A100 MIG slice")
 
 
 def fake_nvml(scenario: str) -> FakeNvml:
@@ -137,7 +143,10 @@ def fake_nvml(scenario: str) -> FakeNvml:
         scenario (str): ``"no driver"`` (nvmlInit raises DriverNotLoaded), ``"no GPU"``
             (NVML starts, zero devices), ``"two healthy GPUs"`` (H100 at 35 % with 1024 MiB
             used, bytes name; H100 at 80 % with 2048 MiB used) or ``"one GPU failing"``
-            (the same two, but the second refuses utilization and compute capability).
+            (the same two, but the second refuses utilization and compute capability),
+            ``"one Tesla T4"`` (Colab's free GPU: 15360 MiB, compute capability 7.5, 0 %
+            busy, bus 0000:00:04.0) or ``"A100 MIG slice"`` (an A100 in MIG mode, whose
+            utilization NVML refuses with NotSupported, as it does for MIG and some vGPUs).
 
     Raises:
         ValueError: an unknown scenario name.
@@ -158,6 +167,14 @@ def fake_nvml(scenario: str) -> FakeNvml:
         return FakeNvml()
     if scenario == "two healthy GPUs":
         return FakeNvml(healthy)
+    if scenario == "one Tesla T4":
+        return FakeNvml([{"name": "Tesla T4", "util_pct": 0, "mem_used_mib": 0, "mem_total_mib": 15360,
+                          "compute_capability": (7, 5), "pci_bus_id": "00000000:00:04.0"}],
+                        driver="550.54.15")
+    if scenario == "A100 MIG slice":
+        return FakeNvml([{"name": "NVIDIA A100-SXM4-40GB", "mem_used_mib": 13, "mem_total_mib": 40960,
+                          "compute_capability": (8, 0), "pci_bus_id": "00000000:00:05.0",
+                          "refuse": {"util"}}], driver="550.54.15")
     if scenario == "one GPU failing":
         healthy[1]["refuse"] = {"util", "cc"}
         return FakeNvml(healthy)

@@ -10,7 +10,15 @@ chief's reported steps, one step log -> RunResult conversion). ``run_cluster``:
    (a CPU core each, a GPU each where there are GPUs, memory), the workload can be
    imported by another process, the global batch divides among the replicas;
 2. chooses free loopback ports (checked) and writes each worker's ``TF_CONFIG``
-   (``tfwb.tfconfig.local``: worker 0 is the chief);
+   (``tfwb.tfconfig.local``: worker 0 is the chief), and gives the cluster a private
+   network: TensorFlow's gRPC servers listen on every interface (``0.0.0.0``; no
+   option binds them to loopback, see ``tfwb.tfconfig``), so every process of the
+   cluster runs in one network namespace whose only interface is loopback, made by a
+   small holder process (``tfwb.tfconfig.hold_private_network``). Where the system
+   allows no namespace (a container's seccomp profile, AppArmor's restriction on user
+   namespaces, not Linux), ``TFWB_CLUSTER_NETWORK`` decides: ``auto`` (default) runs on
+   every interface and says so in the result's notes and a warning, ``private``
+   refuses to start, ``open`` skips the namespace on purpose;
 3. starts ``workers`` processes of ``python -m tfwb worker --report``: each reads its
    ``TF_CONFIG``, creates ``MultiWorkerMirroredStrategy`` (TensorFlow's gRPC runtime
    and collectives: nothing home-made), runs the same RunConfig with ``tfwb.run``
@@ -54,7 +62,8 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Deque, Dict, List, Optional, Sequence
+import warnings
+from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
 
 import tfwb
 from tfwb import tfconfig
@@ -117,10 +126,13 @@ def placement(workers: int, parameter_server: bool = False) -> List[dict]:
     (both on every core, no GPU: they coordinate and hold variables, the workers compute),
     in the order of ``tfwb.tfconfig.local``.
 
+    With fewer GPUs than workers (one Colab T4, one A100) every worker runs on the CPU
+    (no GPU at all, ``cpu_note`` says why) instead of two workers sharing a card.
+
     Raises:
         ValueError: when the machine cannot host ``workers`` processes: more than its
-            CPU cores, more than its GPUs (where it has GPUs), or more than its free memory
-            holds (``WORKER_MEMORY_MIB`` each). The message says what it has and what to pick.
+            CPU cores, or more than its free memory holds (``WORKER_MEMORY_MIB`` each).
+            The message says what it has and what to pick.
     """
     try:
         cores = sorted(os.sched_getaffinity(0))
@@ -132,8 +144,7 @@ def placement(workers: int, parameter_server: bool = False) -> List[dict]:
                          f"workers <= {len(cores)}, or run workers on more machines (python -m tfwb worker)")
     gpus = _visible_gpus()
     if gpus and workers > len(gpus):
-        raise ValueError(f"workers={workers} is more than this machine can host: it has {len(gpus)} GPU(s), "
-                         f"and each local worker needs one of its own; use workers <= {len(gpus)}")
+        gpus = []                 # fewer GPUs than workers: every worker on the CPU (cpu_note says why)
     free = _available_mib()
     extra = 2 if parameter_server else 0
     if free is not None and (workers + extra) * WORKER_MEMORY_MIB > free:
@@ -145,6 +156,27 @@ def placement(workers: int, parameter_server: bool = False) -> List[dict]:
     if parameter_server:
         shares = [{"cpus": cores, "gpus": []}, *shares, {"cpus": cores, "gpus": []}]
     return shares
+
+
+def cpu_note(workers: int, gpus: int) -> Optional[str]:
+    """Why a cluster of ``workers`` runs on the CPU of a machine with ``gpus`` GPUs (None: it does not).
+
+    Two workers on one GPU would not show distribution: MultiWorkerMirroredStrategy's
+    all-reduce on GPUs (NCCL) refuses two processes on one device, and two CUDA contexts
+    that share its memory and compute measure their contention. On the CPU each worker
+    has cores of its own, like a host, and the cluster's mechanics (start-up, all-reduce,
+    identical losses) are what they are across machines.
+
+    Example:
+        >>> cpu_note(2, 2) is None, cpu_note(2, 1)[:44]
+        (True, 'every worker runs on the CPU: this machine h')
+    """
+    if not gpus or workers <= gpus:
+        return None
+    return (f"every worker runs on the CPU: this machine has {gpus} GPU(s) for {workers} workers, and workers "
+            "do not share a card (the GPU all-reduce, NCCL, refuses two processes on one device, and two "
+            "processes on one card measure their contention, not distribution); each worker has its own "
+            f"CPU core(s), like a host. With one GPU per worker (workers <= {gpus}) each gets its own")
 
 
 def workload_spec(name: str) -> Optional[dict]:
@@ -284,7 +316,59 @@ def _kill(workers: Sequence[_Worker]) -> None:
             w.proc.stdout.close()
 
 
-def _worker_env(tfc: tfconfig.TFConfig, share: dict, machine_has_gpus: bool) -> Dict[str, str]:
+class PrivateNetwork:
+    """The local cluster's network namespace: a holder process its workers join (``tfwb.tfconfig``).
+
+    ``PrivateNetwork.start()`` returns a holder whose namespace is ready, or one with
+    ``pid`` None and ``why`` saying why there is none; ``close()`` ends the holder.
+    """
+
+    def __init__(self, proc: Optional[subprocess.Popen], how: str = "", why: str = "") -> None:
+        self.proc, self.how, self.why = proc, how, why
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self.proc.pid if self.proc is not None and self.how else None
+
+    @classmethod
+    def start(cls, timeout_s: float = 20.0) -> "PrivateNetwork":
+        env = dict(os.environ, TFWB_PARENT_PID=str(os.getpid()))
+        package_root = os.path.dirname(os.path.dirname(os.path.abspath(tfwb.__file__)))
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", "import sys, tfwb.tfconfig as t; sys.exit(t.hold_private_network())"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+                start_new_session=True)
+        except OSError as e:
+            return cls(None, why=f"no holder process ({e})")
+        lines: "queue.Queue" = queue.Queue()
+        threading.Thread(target=lambda: lines.put(proc.stdout.readline()), daemon=True).start()
+        try:
+            line = lines.get(timeout=timeout_s).decode(errors="replace").strip()
+        except queue.Empty:
+            line = f"@tfwb-network failed: no answer within {timeout_s:g} s"
+        if line.startswith(tfconfig.NETWORK_READY):
+            return cls(proc, how=line.split(":", 1)[1].strip())
+        network = cls(proc, why=line.split(":", 1)[1].strip() if ":" in line else (line or "the holder ended"))
+        network.close()
+        return network
+
+    def close(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
+def _worker_env(tfc: tfconfig.TFConfig, share: dict, machine_has_gpus: bool,
+                netns_pid: Optional[int] = None) -> Dict[str, str]:
     env = dict(os.environ)
     env.update({
         "TF_CONFIG": tfc.to_json(),
@@ -294,8 +378,12 @@ def _worker_env(tfc: tfconfig.TFConfig, share: dict, machine_has_gpus: bool) -> 
         "PYTHONUNBUFFERED": "1",
     })
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.pop(tfconfig.NETNS_ENV, None)
+    if netns_pid is not None:
+        env[tfconfig.NETNS_ENV] = str(netns_pid)
     if machine_has_gpus:         # its own GPUs; none for a parameter_server's chief and ps
         env["CUDA_VISIBLE_DEVICES"] = ",".join(share["gpus"])
+        env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"    # take GPU memory as it is needed, not all at start
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(tfwb.__file__)))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, os.getcwd(), env.get("PYTHONPATH", "")) if p)
     return env
@@ -364,11 +452,56 @@ def run_cluster(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_err
                              "evenly among them)")
         if cfg.workload == "images":
             ensure_images(cfg.resolved_size, cfg.seed)   # once here, not raced by every worker
+        network = open_network(tfconfig.network_mode())
     except ValueError as e:
         return _failed_before_start(cfg, e, raise_errors, started_at)
     sent = cfg.replace(size=cfg.resolved_size)           # what size='auto' means in this process
-    return _Cluster(cfg, sent, spec, shares, observers, start_timeout_s, step_timeout_s,
-                    started_at, raise_errors).run()
+    job = _Cluster(cfg, sent, spec, shares, observers, start_timeout_s, step_timeout_s,
+                   started_at, raise_errors)
+    job.network = network
+    on_cpu = cpu_note(cfg.workers, len(_visible_gpus()))
+    if on_cpu:
+        job.notes.append(on_cpu)
+    return job.run()
+
+
+def open_network(mode: str) -> Optional[PrivateNetwork]:
+    """The cluster's private network for ``mode`` (``tfwb.tfconfig.NETWORK_MODES``); None: every interface.
+
+    Raises:
+        ValueError: with ``mode="private"`` where this system allows no network namespace.
+    """
+    if mode == "open":
+        return None
+    network = PrivateNetwork.start()
+    if network.pid is None and mode == "private":
+        raise ValueError(f"{tfconfig.NETWORK_ENV}=private, and this system allows no private network for the "
+                         f"cluster ({network.why}): TensorFlow's servers would listen on every interface "
+                         "(0.0.0.0). Allow unprivileged user namespaces (or run as root), or set "
+                         f"{tfconfig.NETWORK_ENV}=auto to run on every interface with a warning")
+    return network
+
+
+def network_note(network: Optional[PrivateNetwork], seconds: Optional[float] = None) -> Tuple[dict, str]:
+    """``({"private": bool, "how" or "why"}, note)``: where the cluster's servers could be reached from.
+
+    Example:
+        >>> network_note(None)[0]
+        {'private': False, 'why': 'TFWB_CLUSTER_NETWORK=open'}
+    """
+    if network is not None and network.pid is not None:
+        return ({"private": True, "how": network.how},
+                f"the cluster's gRPC servers listened in a private network ({network.how} whose only "
+                "interface is loopback): its processes reached each other on 127.0.0.1 and nothing outside "
+                "the cluster could reach them (TensorFlow binds its servers to 0.0.0.0)")
+    why = (f"this system allows no private network namespace: {network.why}" if network is not None
+           else f"{tfconfig.NETWORK_ENV}=open")
+    during = f" for {seconds:.0f} s" if seconds is not None else ""
+    return ({"private": False, "why": why},
+            f"the cluster's gRPC servers listened on every network interface of this machine{during} "
+            f"(TensorFlow binds them to 0.0.0.0; {why}): any host that could reach this machine could have "
+            "sent them TensorFlow work, file reads and writes included. Set "
+            f"{tfconfig.NETWORK_ENV}=private to refuse instead, or allow unprivileged user namespaces")
 
 
 class _Cluster:
@@ -388,6 +521,8 @@ class _Cluster:
         self.start_s: Optional[float] = None
         self.tmp = tempfile.mkdtemp(prefix="tfwb-cluster-")
         self.notes: List[str] = []
+        self.network: Optional[PrivateNetwork] = None
+        self.network_facts: Dict[str, Any] = {}
 
     def clock(self) -> float:
         return time.perf_counter() - self.t0
@@ -404,11 +539,13 @@ class _Cluster:
             cmd += ["--workload-spec", json.dumps(self.spec)]
         self.workers = []
         self.t0 = time.perf_counter()
+        has_gpus = bool(_visible_gpus())
         for tfc, share in zip(tfcs, self.shares):
             err_path = os.path.join(self.tmp, f"{tfc.task_type}-{tfc.task_index}.stderr")
             with open(err_path, "wb") as err:
                 proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
-                                        env=_worker_env(tfc, share, any(x["gpus"] for x in self.shares)),
+                                        env=_worker_env(tfc, share, has_gpus,
+                                                        self.network.pid if self.network else None),
                                         start_new_session=True)
             w = _Worker(len(self.workers), tfc, proc, err_path, reports=not ps or tfc.task_type == "chief")
             w.reader = threading.Thread(target=_reader, args=(w, self.events),
@@ -555,7 +692,13 @@ class _Cluster:
             failed, error, failure = True, f"{type(e).__name__}: {e}", e
         finally:
             _kill(self.workers)      # a no-op for processes already gone
+            if self.network is not None:
+                self.network.close()
             shutil.rmtree(self.tmp, ignore_errors=True)
+        self.network_facts, note = network_note(self.network, self.clock())
+        self.notes.insert(0, note)
+        if not self.network_facts["private"] and self.network is not None:
+            warnings.warn(note, RuntimeWarning, stacklevel=3)
         chief = self.workers[0].result if self.workers else None
         whole = not failed and self.state.stop_reason is None and chief is not None
         if self.state.stop_reason is not None and not failed:
@@ -579,6 +722,7 @@ class _Cluster:
             "cpus": [s["cpus"] for s in self.shares],
             "gpus": [s["gpus"] for s in self.shares],
             "start_s": self.start_s,
+            "network": self.network_facts,
             "ready_s": [w.ready_s for w in self.workers],
             "started_s": [w.started_s for w in self.workers],
             "worker_step_times_s": [], "worker_median_step_s": [],

@@ -47,20 +47,36 @@ def emit(event: str, **fields: Any) -> None:
 
 
 class Reporter(Observer):
-    """A worker's observer: reports set-up and every step to the parent, outside the timed region."""
+    """A worker's observer: reports set-up and every step to the parent, outside the timed region.
+
+    A step is reported once it is settled (its loss read: at once with per-step timing, when
+    its window closes with windowed timing), with its final figures.
+    """
+
+    def __init__(self) -> None:
+        self._sent = 0
 
     def on_run_start(self, run: RunState) -> None:
+        self._sent = 0
         dist = run.extras.get("distribution", {})
         emit("started", setup_s=run.clock(), replicas=dist.get("replicas"), pid=os.getpid())
 
     def on_step_end(self, run: RunState, step: int) -> None:
-        log = run.log
-        fields = {"step": step, "time_s": log.times_s[-1], "start_s": log.starts_s[-1], "loss": log.losses[-1]}
-        if len(log.waits_s) == len(log.times_s):
-            fields["wait_s"] = log.waits_s[-1]
-        if log.grad_norms:
-            fields["grad_norm"], fields["loss_scale"] = log.grad_norms[-1], log.loss_scales[-1]
-        emit("step", **fields)
+        self._send(run.log)
+
+    def on_run_end(self, run: RunState) -> None:
+        self._send(run.log)                  # a window closed after its last step's hooks (a stop)
+
+    def _send(self, log) -> None:
+        waits = len(log.waits_s) >= len(log.losses)
+        for j in range(self._sent, len(log.losses)):
+            fields = {"step": j, "time_s": log.times_s[j], "start_s": log.starts_s[j], "loss": log.losses[j]}
+            if waits:
+                fields["wait_s"] = log.waits_s[j]
+            if j < len(log.grad_norms):
+                fields["grad_norm"], fields["loss_scale"] = log.grad_norms[j], log.loss_scales[j]
+            emit("step", **fields)
+        self._sent = len(log.losses)
 
 
 def serve(tfc: tfconfig.TFConfig, report: bool = False) -> None:

@@ -3,7 +3,9 @@
 Every chapter of the book starts the same way: TensorFlow imported without its
 start-up log lines, the CPU split into logical devices while that is still possible
 (``tfwb.setup_devices``), the workloads' size chosen by measuring this machine
-(``tfwb.choose_size``), the machine described (``tfwb.detect_hardware``). It ends by
+(``tfwb.choose_size``), the machine described as TensorFlow can use it
+(``tfwb.detect_hardware``: a GPU that NVML sees but TensorFlow cannot use is said, with
+the reason and the fix, in the machine's line, the chapter's first output). It ends by
 saying how long it took here. ``tfwb.chapter("NN")`` does the first and returns a
 ``ChapterSession``; the chapter prints it, and prints ``ch.done()`` in its last cell::
 
@@ -20,13 +22,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, List, Mapping, Optional, Union
+from typing import Callable, List, Optional, Union
 
 import tensorflow as tf
 
 from tfwb import book, hardware
 from tfwb.tf.lab.sizing import SizeChoice, choose_size
-from tfwb.tf.runner.devices import setup_devices
+from tfwb.tf.runner.devices import machine, setup_devices
 
 
 @dataclass
@@ -35,7 +37,8 @@ class ChapterSession:
 
     Attributes:
         chapter: the chapter (``tfwb.book.Chapter``: number, path, title).
-        hw: the machine, as ``tfwb.detect_hardware()`` returns it.
+        hw: the machine, as ``tfwb.detect_hardware()`` returns it: ``hw.gpus`` are the GPUs
+            TensorFlow can use, ``hw.gpu_problem`` why a GPU NVML sees is not one of them.
         size: what ``size="auto"`` means here, and why (``tfwb.tf.lab.sizing.SizeChoice``).
         cpu_devices: the logical CPU devices TensorFlow sees (2 after the split on a
             machine without a GPU, for ``strategy="mirrored"``).
@@ -49,7 +52,7 @@ class ChapterSession:
     """
 
     chapter: book.Chapter
-    hw: Mapping[str, Any]
+    hw: hardware.Machine
     size: SizeChoice
     cpu_devices: int
     started_s: float
@@ -62,7 +65,7 @@ class ChapterSession:
 
     @property
     def has_gpu(self) -> bool:
-        """True when NVML found an NVIDIA GPU."""
+        """True when TensorFlow can use a GPU (NVML may see one it cannot: ``hw.gpu_problem``)."""
         return bool(self.hw.gpus)
 
     def lines(self) -> List[str]:
@@ -98,7 +101,8 @@ def chapter(number: Union[str, int], *, cpu_replicas: Optional[int] = None,
     there is no GPU and TensorFlow's runtime has not started (``tfwb.setup_devices``);
     sets TensorFlow's Python logger to WARNING (a strategy's set-up would fill cells with
     INFO lines); picks the workloads' size (``tfwb.choose_size``: small under
-    ``TFWB_FAST=1``, else measured); describes the machine (``tfwb.detect_hardware``).
+    ``TFWB_FAST=1``, else measured); describes the machine as TensorFlow can use it
+    (``tfwb.detect_hardware``).
 
     Args:
         number: the chapter, ``"00"`` to ``"07"`` (see ``tfwb.book.CHAPTERS``).
@@ -126,6 +130,6 @@ def chapter(number: Union[str, int], *, cpu_replicas: Optional[int] = None,
     cpu_devices = setup_devices(cpu_replicas)       # before any other TensorFlow work
     tf.get_logger().setLevel("WARNING")
     size = choose_size()
-    hw = hardware.detect()
+    hw = machine()
     return ChapterSession(chapter=found, hw=hw, size=size, cpu_devices=cpu_devices,
                           started_s=started_s, clock=clock)

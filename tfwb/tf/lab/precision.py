@@ -353,9 +353,12 @@ _OOM_TEXT = re.compile(r"out of memory|\bOOM\b|failed to allocate|ALLOC_FAILED|"
 def is_out_of_memory(error: BaseException) -> bool:
     """Whether ``error`` means the device ran out of memory.
 
-    ``tf.errors.ResourceExhaustedError`` always; on GPUs TensorFlow sometimes reports it
-    as another error whose message says so ("OOM when allocating", cuDNN's
-    ``CUDNN_STATUS_ALLOC_FAILED``, "Dst tensor is not initialized" for a failed copy).
+    ``tf.errors.ResourceExhaustedError`` always; near the limit a GPU also reports it as
+    an ``InternalError`` or ``UnknownError`` whose message says so: cuBLAS's
+    ``CUBLAS_STATUS_ALLOC_FAILED`` and cuDNN's ``CUDNN_STATUS_ALLOC_FAILED`` (their
+    workspace did not fit), "Failed to allocate", "OOM when allocating", "Dst tensor is
+    not initialized" (a copy whose destination could not be allocated). The largest-batch
+    search takes each of them as "too large"; any other error is raised.
 
     Example:
         >>> is_out_of_memory(RuntimeError("OOM when allocating tensor")), is_out_of_memory(ValueError("x"))

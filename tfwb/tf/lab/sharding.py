@@ -54,4 +54,5 @@ def try_auto_shard(ds: tf.data.Dataset, num_workers: int, index: int, policy: st
             return next(iter(auto_shard(ds, num_workers, index, policy))), None
         except tf.errors.OpError as e:
             text = re.sub(r"\{\{.*?\}\}\s*", "", e.message).strip().splitlines()[0]
-            return None, f"{type(e).__name__}: {text.split(': goo.gle')[0]}"
+            # TF 2.20 names the dataset after the message (': name: "RangeDataset/_3"'); 2.21 does not.
+            return None, f"{type(e).__name__}: {text.split(': goo.gle')[0].split(': name: ')[0]}"

@@ -1,4 +1,13 @@
-"""The one place tfwb changes TensorFlow's devices: logical CPU replicas, and device sync.
+"""The one place tfwb asks TensorFlow about its devices and changes them: which GPUs it
+can use (``machine``), logical CPU replicas, and device sync.
+
+``machine()`` is ``tfwb.detect_hardware()``: ``tfwb.hardware.detect()`` (NVML's view)
+with TensorFlow's GPUs as ``gpus``, matched to NVML's by PCI bus id, and a plain
+sentence when NVML sees a GPU TensorFlow cannot use (``Machine.gpu_problem``). It reads
+``tf.config.list_physical_devices`` and ``get_device_details`` (both documented to work
+before the runtime starts: no logical device is made, no GPU memory is taken) and, for
+each GPU, its PCI bus id from the CUDA driver (``cuDeviceGetPCIBusId``, which needs only
+the ``cuInit`` that listing the GPUs already did: no context, no memory).
 
 ``mirrored`` on a machine without a GPU needs several logical CPU devices, and
 TensorFlow accepts that split only before its runtime starts (the first op, the first
@@ -10,10 +19,15 @@ strategy keeps using ``/CPU:0``, which shares the same cores and threads.
 """
 from __future__ import annotations
 
+import ctypes
 import os
-from typing import Callable, Optional
+import threading
+from typing import Callable, Dict, List, Optional, Sequence
 
 import tensorflow as tf
+
+from tfwb import hardware
+from tfwb.hardware import Gpu, Machine
 
 DEFAULT_CPU_REPLICAS = 2
 _state = {"cpu_replicas": None, "too_late": False}
@@ -85,3 +99,95 @@ def device_sync() -> Callable[[], None]:
     a sync adds only its own cost.
     """
     return _sync_all if accelerators_present() else _no_sync
+
+
+# -- what TensorFlow can use ------------------------------------------------------------------
+_machine_lock = threading.Lock()
+_machine: Dict[str, Machine] = {}
+
+
+def _cuda_pci_bus_ids(ordinals: Sequence[int]) -> Dict[int, str]:
+    """PCI bus ids of CUDA devices by ordinal, from the driver API; ``{}`` where unreadable.
+
+    TensorFlow names a GPU ``/physical_device:GPU:<n>`` with n its CUDA ordinal (after
+    ``CUDA_VISIBLE_DEVICES``), so ordinal n here is that GPU. ``cuInit`` is idempotent and
+    already ran when TensorFlow listed its GPUs; ``cuDeviceGet`` and ``cuDeviceGetPCIBusId``
+    need no context and allocate nothing on the device.
+    """
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        try:
+            cuda = ctypes.CDLL("nvcuda.dll")           # Windows' name for the driver library
+        except (OSError, AttributeError):
+            return {}
+    if cuda.cuInit(0) != 0:
+        return {}
+    out = {}
+    for n in ordinals:
+        dev = ctypes.c_int()
+        buf = ctypes.create_string_buffer(32)
+        if cuda.cuDeviceGet(ctypes.byref(dev), int(n)) == 0 and \
+                cuda.cuDeviceGetPCIBusId(buf, len(buf), dev) == 0:
+            bus = hardware.normalize_pci_bus_id(buf.value)
+            if bus:
+                out[int(n)] = bus
+    return out
+
+
+def tensorflow_gpus() -> List[Gpu]:
+    """The GPUs TensorFlow can use, as ``Gpu`` records (index: TensorFlow's GPU number).
+
+    Reads ``tf.config.list_physical_devices("GPU")`` and ``get_device_details`` (name,
+    compute capability) without starting the runtime, and each GPU's PCI bus id from the
+    CUDA driver (None where it cannot be read). ``[]`` with the CPU build, without CUDA
+    libraries, or with every GPU hidden.
+
+    Example:
+        >>> tensorflow_gpus()          # this repository's CPU build  # doctest: +SKIP
+        []
+    """
+    gpus = []
+    for device in tf.config.list_physical_devices("GPU"):
+        index = int(device.name.rsplit(":", 1)[-1])
+        try:
+            details = tf.config.experimental.get_device_details(device)
+        except Exception:  # noqa: BLE001 - details are optional; the device is listed anyway
+            details = {}
+        cc = details.get("compute_capability")
+        gpus.append(Gpu(index=index, name=details.get("device_name"),
+                        compute_capability=tuple(int(x) for x in cc) if cc else None))
+    if gpus:
+        buses = _cuda_pci_bus_ids([g.index for g in gpus])
+        gpus = [Gpu(g.index, g.name, g.memory_total_mib, g.compute_capability,
+                    pci_bus_id=buses.get(g.index)) for g in gpus]
+    return gpus
+
+
+def machine(refresh: bool = False) -> Machine:
+    """This machine as TensorFlow can use it: ``tfwb.detect_hardware()``. Cached.
+
+    ``tfwb.hardware.detect()`` (NVML's view, kept in ``nvml_gpus`` for sampling) with
+    ``gpus`` replaced by TensorFlow's GPUs (``tensorflow_gpus``, matched to NVML's by PCI
+    bus id: ``Gpu.nvml_index`` says which NVML GPU to sample) and ``gpu_problem`` set when
+    NVML sees a GPU TensorFlow cannot use: the CPU build of TensorFlow, CUDA libraries
+    missing, or ``CUDA_VISIBLE_DEVICES`` hiding it. Expectations read ``gpus``, so they
+    are stated for the device the step runs on; ``hardware.describe`` says the problem.
+
+    Args:
+        refresh (bool, default False): look again (NVML and TensorFlow) instead of the cache.
+
+    Returns:
+        A ``tfwb.hardware.Machine`` with ``gpus_from == "tensorflow"``.
+
+    Example:
+        >>> hw = machine()
+        >>> hw.gpus_from
+        'tensorflow'
+    """
+    with _machine_lock:
+        if refresh or "tf" not in _machine:
+            _machine["tf"] = hardware.with_tensorflow_view(
+                hardware.detect(refresh=refresh), tensorflow_gpus(),
+                built_with_cuda=bool(tf.test.is_built_with_cuda()))
+        return _machine["tf"]

@@ -2,7 +2,9 @@
 
 ``mirrored`` uses every GPU (or ``replicas`` of them), or, on a machine without one,
 ``replicas`` logical CPU devices (default 2) made by ``tfwb.tf.runner.devices.setup_devices``.
-``tpu`` connects with ``TPUClusterResolver(tpu="local")`` (Colab's TPU VMs).
+``tpu`` connects with ``TPUClusterResolver(tpu="local")`` (Colab's TPU VMs) and initialises
+the TPU system once per process; when TensorFlow cannot drive the TPU, the error names the
+installed TensorFlow and libtpu and the pair TensorFlow's release names (``tfwb.book.TPU_PAIR``).
 ``multi_worker`` is ``MultiWorkerMirroredStrategy`` in a process that has a
 ``TF_CONFIG`` (a worker); ``parameter_server`` is ``ParameterServerStrategy`` with a
 ``ClusterCoordinator`` in the cluster's ``chief`` (its workers and parameter servers
@@ -18,19 +20,24 @@ steps (``distribute`` picks the auto-shard policy that keeps it so across worker
 """
 from __future__ import annotations
 
+import importlib.metadata as md
 import os
+import textwrap
 from typing import List, Tuple
 
 import tensorflow as tf
 
 from tfwb import tfconfig
+from tfwb.book import TPU_PAIR
 from tfwb.config import RunConfig
+from tfwb.hardware import detect_tpu
 from tfwb.tf.runner.devices import DEFAULT_CPU_REPLICAS, setup_devices, too_few_cpu_devices_message
 
 _MIRRORED: dict = {}   # one MirroredStrategy per device list, reused across runs
 _MULTI_WORKER: dict = {}   # this worker process's MultiWorkerMirroredStrategy, made once
 _KEPT: list = []           # a worker's distributed iterators, never deleted (see _KeptIterators)
 _PARAMETER_SERVER: dict = {}   # the chief's ParameterServerStrategy and ClusterCoordinator, made once
+_TPU: dict = {}            # this process's TPUStrategy: the TPU system is initialised once per process
 CLUSTER_STRATEGIES = ("multi_worker", "parameter_server")
 
 #: The auto-shard policy a multi-worker run uses, and why (shown in the run's notes).
@@ -50,16 +57,70 @@ def in_worker() -> bool:
     return "TF_CONFIG" in os.environ
 
 
+def tpu_versions() -> dict:
+    """``{"tensorflow", "tensorflow-tpu", "libtpu"}``: the installed version of each (None when absent).
+
+    ``"tensorflow"`` is the running TensorFlow's own version; the other two are what pip
+    installed (``tensorflow-tpu`` is TensorFlow's TPU build; any other build cannot drive a TPU).
+    """
+    def version(name):
+        try:
+            return md.version(name)
+        except md.PackageNotFoundError:
+            return None
+
+    return {"tensorflow": tf.__version__, "tensorflow-tpu": version("tensorflow-tpu"), "libtpu": version("libtpu")}
+
+
+def tpu_unavailable_message(attached: bool, versions: dict, error: str) -> str:
+    """Why ``strategy='tpu'`` cannot run here, with the versions and the fix.
+
+    Args:
+        attached: whether a TPU looks attached (``tfwb.hardware.detect_tpu``).
+        versions: ``tpu_versions()``.
+        error: what TensorFlow raised, as ``"Type: message"`` (first line).
+
+    Example:
+        >>> print(tpu_unavailable_message(True, {"tensorflow": "2.20.0", "tensorflow-tpu": "2.20.0",
+        ...                                      "libtpu": "0.0.21.1"}, "NotFoundError: No TPU platform found"))
+        ... # doctest: +NORMALIZE_WHITESPACE
+        strategy='tpu': a TPU is attached, but TensorFlow cannot drive it: TensorFlow 2.20.0 (tensorflow-tpu
+        2.20.0) with libtpu 0.0.21.1 (NotFoundError: No TPU platform found). TensorFlow's release pairs
+        tensorflow-tpu==2.20.0 with libtpu==0.0.14: pip install tensorflow-tpu==2.20.0 libtpu==0.0.14, then
+        restart the kernel (on Colab the book's first cell does it).
+    """
+    pair = " ".join(f"{n}=={v}" for n, v in TPU_PAIR.items())
+    build = (f"tensorflow-tpu {versions['tensorflow-tpu']}" if versions.get("tensorflow-tpu")
+             else "not TensorFlow's TPU build, tensorflow-tpu")
+    libtpu = f"libtpu {versions['libtpu']}" if versions.get("libtpu") else "no libtpu"
+    have = f"TensorFlow {versions.get('tensorflow')} ({build}) with {libtpu}"
+    if not attached:
+        return (f"strategy='tpu' needs a TPU, and this machine has no TPU attached (no /dev/accel*, no "
+                f"/dev/vfio device group without a GPU, no TPU_NAME); here: {have} ({error}): "
+                "pick strategy='default' (or 'mirrored' on several GPUs), or run on a TPU VM (Colab: a TPU runtime)")
+    return (f"strategy='tpu': a TPU is attached, but TensorFlow cannot drive it: {have} ({error}). "
+            f"TensorFlow's release pairs {' with '.join(pair.split())}: pip install {pair}, then restart "
+            "the kernel (on Colab the book's first cell does it).")
+
+
 def _tpu_strategy():
+    """The process's ``TPUStrategy``: the TPU system is initialised once per process, then reused.
+
+    (A second ``initialize_tpu_system`` would wipe the TPU's memory, variables included.)
+    """
+    if "strategy" in _TPU:
+        return _TPU["strategy"]
     try:
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu="local")
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
-    except (ValueError, RuntimeError, tf.errors.NotFoundError, tf.errors.InvalidArgumentError) as e:
-        raise ValueError(f"strategy='tpu' but no TPU was found ({type(e).__name__}); "
-                         "pick strategy='default' (or 'mirrored' on several GPUs), "
-                         "or switch Colab to a TPU runtime") from None
-    return tf.distribute.TPUStrategy(resolver)
+    except (ValueError, RuntimeError, tf.errors.OpError) as e:
+        first_line = (str(e).strip().splitlines() or [""])[0]
+        error = f"{type(e).__name__}: {textwrap.shorten(first_line, 160, placeholder=' ...')}"
+        has_gpu = bool(tf.config.list_physical_devices("GPU"))
+        raise ValueError(tpu_unavailable_message(detect_tpu(has_gpu=has_gpu), tpu_versions(), error)) from None
+    _TPU["strategy"] = tf.distribute.TPUStrategy(resolver)
+    return _TPU["strategy"]
 
 
 def _mirrored(devices) -> tf.distribute.Strategy:
@@ -205,6 +266,21 @@ def check_precision(cfg: RunConfig) -> None:
                          "mixed_precision='mixed_bfloat16', or 'off'")
 
 
+def check_tpu(cfg: RunConfig) -> None:
+    """Raise ``ValueError`` for what ``strategy='tpu'`` cannot run, before any TPU is contacted.
+
+    A TPU runs compiled programs only: ``TPUStrategy.run`` of an eager step would go
+    through ``tf.function`` anyway, so ``execution='eager'`` would not measure eager execution.
+    Then ``check_precision``.
+    """
+    if cfg.strategy == "tpu" and cfg.execution == "eager":
+        raise ValueError("execution='eager' is not allowed with strategy='tpu': a TPU runs only compiled "
+                         "programs (TPUStrategy compiles the step whatever execution says), so eager "
+                         "execution cannot be measured there; pick execution='graph', or strategy='default' "
+                         "to measure eager execution on the host")
+    check_precision(cfg)
+
+
 def make_strategy(cfg: RunConfig) -> tf.distribute.Strategy:
     """The strategy ``cfg.strategy`` names.
 
@@ -216,7 +292,7 @@ def make_strategy(cfg: RunConfig) -> tf.distribute.Strategy:
     if cfg.strategy == "default":
         return tf.distribute.get_strategy()
     if cfg.strategy == "tpu":
-        check_precision(cfg)        # before connecting to anything
+        check_tpu(cfg)              # before connecting to anything
         return _tpu_strategy()
     if cfg.strategy == "parameter_server":
         return parameter_server_strategy()

@@ -7,12 +7,30 @@ shared with the cluster.
 
 A custom training loop (GradientTape under the strategy's scope), because it is
 what the seeds teach, it gives exact control over what is timed, and Keras 3
-``fit`` fails under MultiWorkerMirroredStrategy. Each step is timed as::
+``fit`` fails under MultiWorkerMirroredStrategy. How steps are timed is the
+``timing`` knob (``timed_steps``):
 
-    t0 -> next(iterator) -> t1 -> train step -> read loss + sync devices -> t2
+- ``"windowed"`` (default): steps run back to back, as training runs them, and each
+  step's host side is timed as ``t0 -> next(iterator) -> t1 -> dispatch -> t2``; a
+  window of steps (until ``WINDOW_S`` of host time has passed) ends with one loss read
+  and device sync. Each step's figure is its host time scaled so that the window's steps
+  add up to the window's synced wall time (observers' hooks excluded). On a CPU, where a
+  step's kernels finish before the call returns, that is the step's own time; on a GPU
+  the host runs ahead while the device works, and the window's sync charges the device's
+  time to the steps that caused it, so the figures add up to the throughput training gets.
+- ``"per_step"``: ``t0 -> next(iterator) -> t1 -> step -> read loss + sync -> t2`` for
+  every step: each step's own latency; on a GPU host and device take turns, so the
+  throughput this reads is lower than training's.
 
-so ``step_times_s`` is ``t2 - t0`` (the wait for data included), ``input_wait_s``
-is ``t1 - t0``, and device work is finished when the clock stops. Warm-up steps
+Observers' hooks run between steps and are left out of a window's time, as they are
+left out of a step's in per-step timing. On a GPU a hook that waits for the device (an
+evaluation of the model) inside a window lets queued steps finish during the hook, and
+that device time is then missing from the window: such an observer should do its work
+where a window closes (when ``len(run.log.losses)`` has grown), or the run should use
+``timing="per_step"``.
+
+Either way ``step_times_s`` is the step's time with its wait for data included and
+``input_wait_s`` is ``t1 - t0``, timed on the host for every step. Warm-up steps
 (tracing, XLA compilation, autotuning) are timed the same way and kept apart.
 
 What happens around the steps is pluggable (``tfwb.observers``): the utilization
@@ -32,12 +50,14 @@ from __future__ import annotations
 import contextlib
 import math
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, List, Optional, Sequence
 
 import keras
 import tensorflow as tf
 
+from tfwb import stats
 from tfwb.config import RunConfig
 from tfwb.lifecycle import Lifecycle, run_clock
 from tfwb.monitor import Sampler, default_probes
@@ -53,7 +73,15 @@ from tfwb.tf.runner.optimizers import make_optimizer
 from tfwb.tf.runner.step import make_step, per_example_loss, tracing_count
 from tfwb.tf.runner.strategies import CLUSTER_STRATEGIES, coordinate, distribute, distribution_facts, in_worker, make_strategy, prepare
 
-__all__ = ["run_process", "prepared", "timed_steps", "Prepared", "StepLog", "make_optimizer", "fingerprint"]
+__all__ = ["run_process", "prepared", "timed_steps", "input_floor_s", "Prepared", "StepLog", "make_optimizer",
+           "fingerprint", "WINDOW_S"]
+
+#: Windowed timing closes a window at the first step that ends this long after the window
+#: began (host clock). The sync at its end (and, on a GPU, the device's idle moment while
+#: the host dispatches the next step) is then a small share of the window.
+WINDOW_S = 0.1
+#: ``next()`` calls timed on a second iterator over staged batches (``input_floor_s``).
+FLOOR_CALLS = 21
 
 
 @dataclass
@@ -72,6 +100,9 @@ class Prepared:
     iterator: object
     takes_iterator: bool
     notes: List[str] = field(default_factory=list)
+    #: ``data_source="memory"``: a second iterator over the same staged batches, on which
+    #: ``input_floor_s`` times ``next()`` alone (``None`` for other sources).
+    floor_iterator: Optional[object] = None
 
     def fetch(self):
         return next(self.iterator)
@@ -85,25 +116,44 @@ class Prepared:
 
 def timed_steps(p: Prepared, n: int, clock: Callable[[], float], log: StepLog, *,
                 state: Optional[RunState] = None, dispatch: Optional[Dispatch] = None,
-                first: int = 0) -> StepLog:
-    """Run ``n`` calls of ``p``'s step, timing each: fetch, step, read the loss, sync devices.
+                first: int = 0, sync: Optional[Callable[[], None]] = None,
+                window_s: float = WINDOW_S) -> StepLog:
+    """Run ``n`` calls of ``p``'s step, timed as ``p.cfg.timing`` says (see the module docstring).
 
     This is all the instrumentation a step gets; ``benchmarks/overhead.py`` measures
     its cost against a bare loop over the same ``Prepared``. Observers' step hooks run
-    outside the timed region; a stop they request ends the loop after the step.
+    outside the timed region; a stop they request ends the loop after the step (windowed:
+    after its window is closed). A loss that is not finite ends the run at that call
+    (windowed: the calls after it in its window are dropped from the log).
 
     Args:
-        p: the built setup.
+        p: the built setup (``cfg``, ``step``, ``iterator``, ``fetch``, ``takes_iterator``).
         n: calls to run.
         clock: seconds on the run's clock.
         log: appended to, call by call.
         state, dispatch: the run's observers (``run_process`` passes its lifecycle's).
         first: index of the first call (observers see ``first + i``).
+        sync: waits until the devices are idle; default ``device_sync()`` (a no-op on a
+            machine without GPU or TPU, where the loss read already waits).
+        window_s: windowed timing: host seconds after which a window closes.
 
     Returns:
         ``log``.
+
+    Raises:
+        Whatever a step, a fetch or an observer raises; with windowed timing the open
+        window is closed first (synced, its losses read) or, when that fails too, its
+        unsynced calls are dropped from the log.
     """
-    sync = device_sync()
+    if sync is None:
+        sync = device_sync()
+    if p.cfg.timing == "per_step":
+        return _per_step(p, n, clock, log, state, dispatch, first, sync)
+    return _windowed(p, n, clock, log, state, dispatch, first, sync, window_s)
+
+
+def _per_step(p, n, clock, log, state, dispatch, first, sync) -> StepLog:
+    """Per-step timing: fetch, step, read the loss, sync devices; every call's own latency."""
     norms = p.cfg.grad_norms
     begin = dispatch.on_step_begin if dispatch is not None else ()
     end = dispatch.on_step_end if dispatch is not None else ()
@@ -138,6 +188,145 @@ def timed_steps(p: Prepared, n: int, clock: Callable[[], float], log: StepLog, *
         if state is not None and state.stop_reason is not None:
             break
     return log
+
+
+def _windowed(p, n, clock, log, state, dispatch, first, sync, window_s) -> StepLog:
+    """Windowed timing: host figures per call, one loss read and sync per window (``_close``)."""
+    norms = p.cfg.grad_norms
+    fetch = not p.takes_iterator
+    begin = dispatch.on_step_begin if dispatch is not None else ()
+    end = dispatch.on_step_end if dispatch is not None else ()
+    base = len(log.times_s)                   # log index of call ``first``
+    outs: list = []                           # the open window's step outputs
+    opened = 0.0
+    try:
+        for i in range(n):
+            step = first + i
+            for hook in begin:
+                hook(state, step)
+            t0 = clock()
+            if fetch:
+                x, y = p.fetch()
+                t1 = clock()
+                out = p.step(x, y)
+            else:
+                t1 = t0
+                out = p.step(p.iterator)
+            t2 = clock()
+            if not outs:
+                opened = t0
+            outs.append(out)
+            log.starts_s.append(t0)
+            log.times_s.append(t2 - t0)       # host time until the window closes
+            if fetch:
+                log.waits_s.append(t1 - t0)
+            if i == n - 1 or t2 - opened >= window_s:
+                settled = _close(log, outs, norms, sync, clock, state, first - base)
+                outs = []
+                if not settled:
+                    break                     # diverged: nothing after it means anything
+            for hook in end:
+                hook(state, step)
+            if state is not None and state.stop_reason is not None:
+                break
+        if outs:                              # a stop ended the loop inside a window
+            _close(log, outs, norms, sync, clock, state, first - base)
+    except BaseException:
+        if outs:
+            try:
+                _close(log, outs, norms, sync, clock, state, first - base)
+            except Exception:  # noqa: BLE001 - the first error is the one raised
+                _truncate(log, len(log.times_s) - len(outs))
+        raise
+    return log
+
+
+def _close(log: StepLog, outs: list, norms: bool, sync: Callable[[], None], clock: Callable[[], float],
+           state: Optional[RunState], offset: int) -> bool:
+    """Close a window: read its losses, sync, derive its calls' times from its wall time.
+
+    Each call's host time (fetch + dispatch) is scaled so the window's calls add up to
+    the host time plus the wait at the close; starts are laid end to end from the
+    window's first start, keeping the gaps where observers' hooks ran. Returns False
+    when a loss was not finite (the log then ends at that call; ``state.diverged_at``
+    is set when there is a ``state``).
+    """
+    losses = _read([o["loss"] for o in outs] if norms else outs)   # waits for the window's steps
+    if norms:
+        grad_norms = _read([o["grad_norm"] for o in outs])
+        loss_scales = _read([o["loss_scale"] for o in outs])
+    sync()
+    closed = clock()
+    k = len(outs)
+    a = len(log.times_s) - k
+    host = log.times_s[a:]
+    starts = log.starts_s[a:]
+    busy = sum(host)
+    wall = busy + (closed - (starts[-1] + host[-1]))
+    t = starts[0]
+    for j in range(k):
+        d = host[j] * (wall / busy) if busy > 0 else wall / k
+        gap = starts[j + 1] - (starts[j] + host[j]) if j + 1 < k else 0.0
+        log.starts_s[a + j] = t
+        log.times_s[a + j] = d
+        t += d + gap
+    log.losses.extend(losses)
+    if norms:
+        log.grad_norms.extend(grad_norms)
+        log.loss_scales.extend(loss_scales)
+    log.windows.append(k)
+    if state is not None:
+        for j, value in enumerate(losses):
+            if not math.isfinite(value):
+                _truncate(log, a + j + 1)
+                log.windows[-1] = j + 1
+                state.diverged_at = a + j + offset
+                return False
+    return True
+
+
+def _read(values: list) -> List[float]:
+    """Scalar outputs as floats: on an accelerator with one device-to-host copy (``tf.stack``), not one each.
+
+    On the CPU each read is a cheap host access, and ``tf.stack`` of many eager tensors
+    costs more than reading them one by one (25 us against under 1 us per value here).
+    """
+    if len(values) > 1 and isinstance(values[0], tf.Tensor) and ":CPU:" not in values[0].device:
+        try:
+            return tf.stack(values).numpy().tolist()
+        except (TypeError, ValueError, tf.errors.InvalidArgumentError):
+            pass                                   # mixed shapes or dtypes: read them one by one
+    return [float(v) for v in values]
+
+
+def _truncate(log: StepLog, calls: int) -> None:
+    """Keep the first ``calls`` calls of ``log``."""
+    for seq in (log.times_s, log.starts_s, log.waits_s, log.losses, log.grad_norms, log.loss_scales):
+        del seq[calls:]
+
+
+def input_floor_s(p: Prepared, calls: int = FLOOR_CALLS,
+                  clock: Callable[[], float] = time.perf_counter) -> Optional[float]:
+    """The median time of ``next()`` on staged batches: the input wait no pipeline can avoid.
+
+    With ``data_source="memory"`` every batch is already in memory, so what a step waits
+    for input is the iterator's own fixed cost (Python, tf.data's ``GetNext``, a
+    distributed iterator's per-replica split). This times it on ``p.floor_iterator``, a
+    second iterator over the same batches, so the training data's order is untouched.
+
+    Returns:
+        Seconds, or ``None`` when ``p`` has no floor iterator (other data sources).
+    """
+    it = p.floor_iterator
+    if it is None:
+        return None
+    next(it)                                   # the first call starts the iterator
+    times = []
+    for _ in range(calls):
+        t0 = clock()
+        next(it)
+        times.append(clock() - t0)
+    return stats.median(times)
 
 
 def set_up(cfg: RunConfig) -> Workload:
@@ -182,6 +371,7 @@ def prepared(cfg: RunConfig, dataset: Optional[tf.data.Dataset] = None, *,
                              f"{strategy.num_replicas_in_sync} replicas of strategy={cfg.strategy!r}")
         keras.mixed_precision.set_global_policy(
             "float32" if cfg.mixed_precision == "off" else cfg.mixed_precision)
+        staged = dataset is None and cfg.data_source == "memory"
         if dataset is None:
             dataset, data_notes = build_dataset(cfg, workload)
             notes = list(data_notes)
@@ -202,7 +392,8 @@ def prepared(cfg: RunConfig, dataset: Optional[tf.data.Dataset] = None, *,
         if takes_iterator and cfg.steps_per_execution > 1:
             notes.append(f"steps_per_execution={cfg.steps_per_execution}: batches are fetched inside "
                          "the graph, so input wait cannot be told apart (not recorded)")
-        yield Prepared(cfg, strategy, model, optimizer, step, iter(dataset), takes_iterator, notes)
+        floor = iter(dataset) if staged and not takes_iterator else None
+        yield Prepared(cfg, strategy, model, optimizer, step, iter(dataset), takes_iterator, notes, floor)
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
         tf.config.experimental.enable_tensor_float_32_execution(previous_tf32)
@@ -255,7 +446,8 @@ def run_process(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_err
     if spe > 1 and (life.warmup_calls * spe, life.calls * spe) != (cfg.warmup_steps, cfg.steps):
         state.notes.append(f"steps_per_execution={spe}: warm-up {cfg.warmup_steps} -> {life.warmup_calls * spe} "
                            f"and measured {cfg.steps} -> {life.calls * spe} steps, rounded up to whole calls")
-    facts: dict = {"setup_s": 0.0, "fingerprint": {}, "traces": None, "traces_warm": None, "replicas": None}
+    facts: dict = {"setup_s": 0.0, "fingerprint": {}, "traces": None, "traces_warm": None, "replicas": None,
+                   "input_floor_s": None}
     failed, error = False, None
     # TF's C++ code writes to stderr directly (oneDNN's fallbacks, ...): held back here and
     # kept as notes on the result, so a notebook cell shows the run, not TF's log lines.
@@ -274,6 +466,8 @@ def run_process(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_err
                 life.start()
                 timed_steps(p, life.warmup_calls, life.clock, log, state=state, dispatch=life.dispatch)
                 facts["traces_warm"] = tracing_count(p.step)
+                facts["input_floor_s"] = input_floor_s(p)
+                p.floor_iterator = None
                 life.warmup_end()
                 if not life.should_stop:
                     timed_steps(p, life.calls, life.clock, log, state=state, dispatch=life.dispatch,

@@ -1,0 +1,20 @@
+"""A stand-in ``pynvml``: NVML sees an A100 in MIG mode and refuses its utilization.
+
+Put this folder first on ``PYTHONPATH``: every NVML call in tfwb talks to
+``tfwb.monitor.fakes.fake_nvml("A100 MIG slice")``, where ``nvmlDeviceGetUtilizationRates``
+raises ``NVMLError_NotSupported`` (as NVML does on MIG slices and some vGPUs), so every
+utilization sample has ``None`` for the GPU. The chapters must run to their end anyway.
+
+    PYTHONPATH=tests/standins/pynvml_mig TFWB_FAST=1 python -m pytest --nbval-lax notebooks/00_measuring.ipynb
+"""
+from tfwb.monitor.fakes import fake_nvml as _fake_nvml
+
+_nvml = _fake_nvml("A100 MIG slice")
+NVMLError = _nvml.NVMLError
+NVMLError_NotSupported = _nvml.NVMLError_NotSupported
+NVMLError_DriverNotLoaded = _nvml.NVMLError_DriverNotLoaded
+STANDIN = "A100 MIG slice"
+
+
+def __getattr__(name):  # pynvml's functions: nvmlInit, nvmlDeviceGetCount, ...
+    return getattr(_nvml, name)

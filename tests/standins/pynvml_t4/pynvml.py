@@ -1,0 +1,20 @@
+"""A stand-in ``pynvml``: NVML sees one Tesla T4 (Colab's free GPU), whatever the machine has.
+
+Put this folder first on ``PYTHONPATH`` (a kernel started with it inherits it) and every
+NVML call in tfwb talks to ``tfwb.monitor.fakes.fake_nvml("one Tesla T4")`` instead of a
+driver. With this repository's CPU build of TensorFlow, that is the reader who installed
+``requirements.txt`` on a GPU machine: NVML sees a T4, TensorFlow cannot use it.
+
+    PYTHONPATH=tests/standins/pynvml_t4 TFWB_FAST=1 python -m pytest --nbval-lax notebooks/00_measuring.ipynb
+"""
+from tfwb.monitor.fakes import fake_nvml as _fake_nvml
+
+_nvml = _fake_nvml("one Tesla T4")
+NVMLError = _nvml.NVMLError
+NVMLError_NotSupported = _nvml.NVMLError_NotSupported
+NVMLError_DriverNotLoaded = _nvml.NVMLError_DriverNotLoaded
+STANDIN = "one Tesla T4"
+
+
+def __getattr__(name):  # pynvml's functions: nvmlInit, nvmlDeviceGetCount, ...
+    return getattr(_nvml, name)

@@ -1,0 +1,52 @@
+"""Chapter 00 with a stand-in NVML first on PYTHONPATH (issue 17, "What must hold").
+
+``tests/standins/pynvml_t4``: NVML sees one Tesla T4 while TensorFlow is this repository's
+CPU build; the chapter must run to its end and its first output must say that TensorFlow
+cannot use that GPU, and how to fix it. ``tests/standins/pynvml_mig``: an A100 MIG slice
+whose utilization NVML refuses; the chapter must run to its end all the same.
+
+Each runs chapter 00 in small mode (``TFWB_FAST=1``) under nbval in a subprocess whose
+kernel inherits PYTHONPATH. Marked ``slow``: about one chapter-00 run each.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTER = ROOT / "notebooks" / "00_measuring.ipynb"
+
+pytestmark = [pytest.mark.slow, pytest.mark.tf]
+
+
+def run_chapter(standin: str, tmp_path: Path) -> str:
+    """Execute chapter 00 with the stand-in first on PYTHONPATH; the setup cell's output."""
+    out = tmp_path / "00.ipynb"
+    env = dict(os.environ, TFWB_FAST="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT / "tests" / "standins" / standin), str(ROOT)]))
+    proc = subprocess.run(
+        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute", str(CHAPTER),
+         "--output", str(out), "--ExecutePreprocessor.timeout=600"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    nb = json.loads(out.read_text(encoding="utf-8"))
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert all(c.get("execution_count") for c in code), "not every cell ran"
+    first = next(c for c in code if c.get("outputs"))
+    return "".join("".join(o.get("text", "")) for o in first["outputs"])
+
+
+def test_chapter_00_on_a_t4_that_tensorflow_cannot_use(tmp_path):
+    first = run_chapter("pynvml_t4", tmp_path)
+    assert "Tesla T4 seen by NVML but not usable by TensorFlow: this TensorFlow is a CPU-only build" in first
+    assert 'pip install "tensorflow[and-cuda]"' in first
+
+
+def test_chapter_00_on_a_mig_slice_without_utilization(tmp_path):
+    first = run_chapter("pynvml_mig", tmp_path)
+    assert "NVIDIA A100-SXM4-40GB seen by NVML but not usable by TensorFlow" in first
