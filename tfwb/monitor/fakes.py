@@ -181,6 +181,26 @@ def fake_nvml(scenario: str) -> FakeNvml:
     raise ValueError(f"scenario={scenario!r} is not allowed; one of {SCENARIOS}")
 
 
+def standin_module(namespace: dict, scenario: str) -> None:
+    """Turn a module's globals into a stand-in ``pynvml`` answering as ``fake_nvml(scenario)``.
+
+    For a folder put first on ``PYTHONPATH`` (tests/standins/): its ``pynvml.py`` calls
+    ``standin_module(globals(), "one Tesla T4")`` and every NVML call in tfwb, in that
+    process and the kernels it starts, talks to the fake instead of a driver.
+
+    Example:
+        >>> ns = {}
+        >>> standin_module(ns, "A100 MIG slice")
+        >>> ns["__getattr__"]("nvmlInit")()
+        >>> ns["STANDIN"], ns["__getattr__"]("nvmlDeviceGetCount")()
+        ('A100 MIG slice', 1)
+    """
+    nv = fake_nvml(scenario)
+    namespace.update(NVMLError=nv.NVMLError, NVMLError_NotSupported=nv.NVMLError_NotSupported,
+                     NVMLError_DriverNotLoaded=nv.NVMLError_DriverNotLoaded, STANDIN=scenario)
+    namespace["__getattr__"] = lambda name: getattr(nv, name)   # pynvml's functions: nvmlInit, ...
+
+
 # -- a probe with scripted readings ------------------------------------------------------
 class FakeProbe:
     """A probe that returns given values, for tests and dry runs.

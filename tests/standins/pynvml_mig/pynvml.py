@@ -7,14 +7,6 @@ utilization sample has ``None`` for the GPU. The chapters must run to their end 
 
     PYTHONPATH=tests/standins/pynvml_mig TFWB_FAST=1 python -m pytest --nbval-lax notebooks/00_measuring.ipynb
 """
-from tfwb.monitor.fakes import fake_nvml as _fake_nvml
+from tfwb.monitor.fakes import standin_module
 
-_nvml = _fake_nvml("A100 MIG slice")
-NVMLError = _nvml.NVMLError
-NVMLError_NotSupported = _nvml.NVMLError_NotSupported
-NVMLError_DriverNotLoaded = _nvml.NVMLError_DriverNotLoaded
-STANDIN = "A100 MIG slice"
-
-
-def __getattr__(name):  # pynvml's functions: nvmlInit, nvmlDeviceGetCount, ...
-    return getattr(_nvml, name)
+standin_module(globals(), "A100 MIG slice")

@@ -7,14 +7,6 @@ driver. With this repository's CPU build of TensorFlow, that is the reader who i
 
     PYTHONPATH=tests/standins/pynvml_t4 TFWB_FAST=1 python -m pytest --nbval-lax notebooks/00_measuring.ipynb
 """
-from tfwb.monitor.fakes import fake_nvml as _fake_nvml
+from tfwb.monitor.fakes import standin_module
 
-_nvml = _fake_nvml("one Tesla T4")
-NVMLError = _nvml.NVMLError
-NVMLError_NotSupported = _nvml.NVMLError_NotSupported
-NVMLError_DriverNotLoaded = _nvml.NVMLError_DriverNotLoaded
-STANDIN = "one Tesla T4"
-
-
-def __getattr__(name):  # pynvml's functions: nvmlInit, nvmlDeviceGetCount, ...
-    return getattr(_nvml, name)
+standin_module(globals(), "one Tesla T4")
