@@ -7,6 +7,7 @@ import types
 
 import pytest
 
+from tfwb.config import RunConfig
 from tfwb.observers import RunState, StepLog
 from tfwb.records import Sample
 from tfwb.tf.runner.memory import EXTRAS_KEY, MemoryPeak
@@ -93,6 +94,21 @@ def test_tpu_devices_are_tracked_too():
     observer.on_run_start(state)
     observer.on_run_end(state)
     assert state.extras[EXTRAS_KEY]["peak_mib"] == {"TPU:0": 64.0}
+
+
+def test_after_a_tpu_run_a_host_run_reports_host_memory():
+    exp = FakeExperimental({"TPU:0": 64 * MIB})
+    observer = MemoryPeak(tf_config=fake_config(["TPU:0"], exp))   # the TPU stays listed once initialised
+    host = run_state([Sample(t_s=0.0, rss_mib=700.0)])
+    host.config = RunConfig(strategy="default")
+    observer.on_run_start(host)
+    observer.on_run_end(host)
+    assert host.extras[EXTRAS_KEY] == {"source": "rss_samples", "peak_mib": {"process": 700.0}}
+    on_tpu = run_state()
+    on_tpu.config = RunConfig(strategy="tpu")
+    observer.on_run_start(on_tpu)
+    observer.on_run_end(on_tpu)
+    assert on_tpu.extras[EXTRAS_KEY]["peak_mib"] == {"TPU:0": 64.0}
 
 
 def test_cpu_reports_the_rss_peak_of_the_samples():

@@ -76,11 +76,17 @@ class MemoryPeak(Observer):
             self._tf_config = tf.config
         return self._tf_config
 
-    def tracked_devices(self) -> List[str]:
-        """Short names (``"GPU:0"``) of the logical devices whose allocator TF tracks."""
+    def tracked_devices(self, strategy: Optional[str] = None) -> List[str]:
+        """Short names (``"GPU:0"``) of the logical devices whose allocator TF tracks, for a run's strategy.
+
+        A TPU's devices count only for ``strategy="tpu"``: once a process has initialised its
+        TPU they stay listed, but a later run without that strategy runs on the host (and
+        its GPUs, where there are any), so its peak is the host's, not the TPU's.
+        """
         config = self._config()
         out: List[str] = []
-        for kind in TRACKED_TYPES:
+        kinds = TRACKED_TYPES if strategy is None else (("TPU",) if strategy == "tpu" else ("GPU",))
+        for kind in kinds:
             try:
                 out.extend(_short(d.name) for d in config.list_logical_devices(kind))
             except Exception as e:  # noqa: BLE001 - an unknown device type on this build: skip it
@@ -96,7 +102,7 @@ class MemoryPeak(Observer):
 
     def on_run_start(self, run: Any) -> None:
         self._errors, self._start, self._reset_ok = [], {}, True
-        self._devices = self.tracked_devices()
+        self._devices = self.tracked_devices(getattr(getattr(run, "config", None), "strategy", None))
         experimental = self._config().experimental if self._devices else None
         for device in self._devices:
             try:
