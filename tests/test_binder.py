@@ -347,7 +347,11 @@ print(json.dumps({
 def widgets7_venv(tmp_path_factory) -> Path:
     """Colab's environment (``.venv-colab``, ipywidgets 7.7.1) when tests/run_all.py built it, else a venv of its own."""
     colab = os.environ.get("TFWB_COLAB_PYTHON")
-    if colab and Path(colab).exists():
+    ready = os.environ.get("TFWB_COLAB_READY")       # tests/run_all.py builds .venv-colab beside this run
+    deadline = time.monotonic() + 900
+    while ready and not os.path.exists(ready) and time.monotonic() < deadline:
+        time.sleep(1)
+    if colab and Path(colab).exists() and (not ready or Path(ready).read_text() == "ok"):
         print(f"\n[ipywidgets 7.7] reusing Colab's versions ({colab})", flush=True)
         return Path(colab)
     venv_python = make_venv(sys.executable, tmp_path_factory.mktemp("ipywidgets7") / "venv")

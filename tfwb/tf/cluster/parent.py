@@ -68,6 +68,7 @@ from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
 import tfwb
 from tfwb import tfconfig
 from tfwb.config import RunConfig
+from tfwb.interrupts import InterruptBridge
 from tfwb.lifecycle import Lifecycle, new_run_id, now_iso
 from tfwb.observers import Observer
 from tfwb.records import RunResult
@@ -462,7 +463,11 @@ def run_cluster(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_err
     on_cpu = cpu_note(cfg.workers, len(_visible_gpus()))
     if on_cpu:
         job.notes.append(on_cpu)
-    return job.run()
+    # Ctrl-C / a kernel interrupt on the main thread becomes the run's stop request, so it can never
+    # be lost in a garbage-collection callback or a reader thread's moment: every worker is then ended
+    # and the run is "interrupted" (a second Ctrl-C raises KeyboardInterrupt at once).
+    with InterruptBridge(job.life.interrupt, inline=True):
+        return job.run()
 
 
 def open_network(mode: str) -> Optional[PrivateNetwork]:
