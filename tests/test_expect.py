@@ -603,3 +603,12 @@ def test_every_table_row_names_a_source():
         assert all(row.rstrip(" |").rsplit(" | ", 1)[-1].strip() for row in rows)
     for knob_name in expect.RULES:
         assert expect.source(knob_name, "gpu") and expect.source(knob_name, "cpu")
+
+
+@pytest.mark.parametrize("machine, direction", [("binder-2core-avx2", SAME), ("tpu-vm", SAME),
+                                                ("colab-t4", SLOWER), ("h100", SLOWER)])
+def test_per_step_timing_is_slower_only_where_a_device_runs_the_step(machine, direction):
+    e = expected_for(DESCRIBED[machine], "timing", "per_step", RunConfig(data_source="memory"))
+    assert e.direction == direction and e.than == "windowed timing"
+    with pytest.raises(ValueError, match="timing='windowed' has no expectation"):
+        expected_for(DESCRIBED[machine], "timing", "windowed")

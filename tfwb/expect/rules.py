@@ -555,6 +555,7 @@ TABLE_CHANGES: Tuple[Tuple[str, str, Any, Optional[str], Optional[str]], ...] = 
     ("prefetch=True, compute-bound run", "prefetch", True, COMPUTE, None),
     ("parallel_map=True, input-bound run", "parallel_map", True, INPUT, None),
     ("timing without a device sync", "sync", False, None, None),
+    ("timing='per_step' (a loss read and sync after every step)", "timing", "per_step", None, None),
     ("under strategy='tpu': mixed_precision='mixed_float16'", "mixed_precision", "mixed_float16", None, "tpu"),
     ("under strategy='tpu': mixed_precision='mixed_bfloat16'", "mixed_precision", "mixed_bfloat16", None,
      "tpu"),
