@@ -33,7 +33,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfwb import stats
+from tfwb import report, stats
 from tfwb.config import RunConfig
 from tfwb.observers import Observer, RunState, StopAtLoss
 from tfwb.records import RunResult
@@ -167,7 +167,7 @@ class TargetRuns:
     def text(self) -> str:
         """One line: steps and seconds to the target (median and quartiles), seeds that reached it."""
         def fmt(v: Optional[float], spec: str) -> str:
-            return "never" if v is None else format(v, spec)
+            return report.fmt(v, spec, missing="never")
 
         q1, q3 = self.steps_quartiles
         s1, s3 = self.seconds_quartiles
