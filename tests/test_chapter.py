@@ -57,3 +57,46 @@ def test_an_unknown_chapter_is_refused_before_any_work(monkeypatch):
     with pytest.raises(ValueError, match=r"chapter='42' is not allowed; chapter must be one of 00, 01"):
         tfwb.chapter("42")
     assert calls == []
+
+
+def _probe(step_s):
+    import types
+    return types.SimpleNamespace(ok=True, error=None, median_step_s=step_s)
+
+
+@pytest.mark.parametrize("step_s, size", [(0.2, "full"), (0.45, "small")])
+def test_a_timed_chapter_picks_full_only_when_its_scaled_time_fits_ten_minutes(monkeypatch, step_s, size):
+    from tfwb import book
+    from tfwb.tf.lab import sizing
+
+    monkeypatch.delenv("TFWB_FAST", raising=False)
+    monkeypatch.setattr(sizing, "run", lambda cfg: _probe(step_s))
+    monkeypatch.setattr(book, "CHAPTER_TIMES", {"03": book.ChapterTime(300.0, 50.0, 0.2, "machine M")})
+    choice = sizing.choose_size(chapter="03")
+    assert choice.size == size
+    # 300 s measured where a step took 0.2 s: 0.45 s here scales it to 675 s, over 600 s
+    expected_min = f"{300 * step_s / 0.2 / 60:.1f} min"
+    assert expected_min in choice.reason and expected_min in (choice.expected or "") or size == "small"
+    assert ("within" in choice.reason) == (size == "full")
+    assert "machine M" in choice.expected
+
+
+def test_an_untimed_chapter_keeps_the_step_budget_and_states_no_time(monkeypatch):
+    from tfwb import book
+    from tfwb.tf.lab import sizing
+
+    monkeypatch.delenv("TFWB_FAST", raising=False)
+    monkeypatch.setattr(sizing, "run", lambda cfg: _probe(0.3))
+    monkeypatch.setattr(book, "CHAPTER_TIMES", {})
+    choice = sizing.choose_size(budget_s=0.4, chapter="03")
+    assert choice.size == "full" and choice.expected == ""
+
+
+def test_small_mode_states_the_recorded_small_time(monkeypatch):
+    from tfwb import book
+    from tfwb.tf.lab import sizing
+
+    monkeypatch.setenv("TFWB_FAST", "1")
+    monkeypatch.setattr(book, "CHAPTER_TIMES", {"01": book.ChapterTime(300.0, 75.0, 0.2, "machine M")})
+    choice = sizing.choose_size(chapter="01")
+    assert choice.size == "small" and "1.2 min in small mode" in choice.expected

@@ -55,6 +55,50 @@ CHAPTERS: Tuple[Chapter, ...] = (
 )
 
 
+#: No chapter may take longer than this at the size ``size="auto"`` picks (issue 18: 10 minutes).
+CHAPTER_BUDGET_S = 600.0
+
+
+@dataclass(frozen=True)
+class ChapterTime:
+    """How long a chapter took from its first cell to its last, measured on a named machine.
+
+    Attributes:
+        full_s: seconds at full size (``jupyter nbconvert --execute``, nothing else running).
+        small_s: seconds in small mode (``TFWB_FAST=1``), same machine.
+        step_s: that machine's full-size ``images`` step (``tfwb.choose_size``'s probe) in the
+            full-size run: what the reader's own step is scaled against.
+        machine: ``tfwb.hardware.describe`` of that machine.
+    """
+
+    full_s: float
+    small_s: float
+    step_s: float
+    machine: str
+
+    def full_here_s(self, step_s: float) -> float:
+        """The full-size time scaled to a machine whose full-size ``images`` step takes ``step_s``.
+
+        An estimate: the chapter's time is taken as proportional to the step (its fixed costs,
+        TensorFlow's start and tracing, do not scale, so a much faster machine reads a little
+        low and a much slower one a little high).
+
+        Example:
+            >>> ChapterTime(300.0, 60.0, 0.2, "m").full_here_s(0.4)
+            600.0
+        """
+        return self.full_s * step_s / self.step_s
+
+
+#: Each chapter's measured time (``benchmarks/chapter_times.py`` writes the figures; None: not measured).
+CHAPTER_TIMES: Mapping[str, Optional[ChapterTime]] = {}
+
+
+def chapter_time(number: Union[str, int]) -> Optional[ChapterTime]:
+    """The recorded time of chapter ``number`` (None when it was never measured)."""
+    return CHAPTER_TIMES.get(find_chapter(number).number)
+
+
 def find_chapter(number: Union[str, int]) -> Chapter:
     """The chapter numbered ``number`` (``"00"``, ``"07"``; an int or ``"7"`` works too).
 

@@ -71,6 +71,8 @@ class ChapterSession:
     def lines(self) -> List[str]:
         """What the setup cell shows: the machine, the size and why, the CPU split without a GPU."""
         out = [f"{self.chapter.number} · {self.chapter.title}", hardware.describe(self.hw), str(self.size)]
+        if self.size.expected:
+            out.append(self.size.expected)
         if not self.has_gpu:
             out.append(f"{self.cpu_devices} logical CPU devices (no GPU: strategy='mirrored' runs its "
                        "replicas on them)")
@@ -129,7 +131,7 @@ def chapter(number: Union[str, int], *, cpu_replicas: Optional[int] = None,
     found = book.find_chapter(number)
     cpu_devices = setup_devices(cpu_replicas)       # before any other TensorFlow work
     tf.get_logger().setLevel("WARNING")
-    size = choose_size()
+    size = choose_size(chapter=found.number)
     hw = machine()
     return ChapterSession(chapter=found, hw=hw, size=size, cpu_devices=cpu_devices,
                           started_s=started_s, clock=clock)

@@ -6,12 +6,18 @@ the other. ``choose_size()`` times a few full-size ``images`` steps with data in
 (a few seconds), picks ``"full"`` when a step fits the budget and ``"small"`` otherwise,
 and makes ``size="auto"`` mean that for the rest of the process. Under ``TFWB_FAST=1`` it
 measures nothing and picks small.
+
+Given a chapter whose time was measured (``tfwb.book.CHAPTER_TIMES``), the rule is the
+chapter's: full when the chapter's full-size time, scaled from the machine it was measured
+on by the ratio of the two machines' full-size steps, fits ``tfwb.book.CHAPTER_BUDGET_S``
+(10 minutes); and the choice says how long the chapter should take here.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional
 
+from tfwb import book
 from tfwb.config import RunConfig, fast_mode, set_auto_size
 from tfwb.tf.run import run
 
@@ -40,16 +46,40 @@ class SizeChoice:
         """Seconds that ``full_size_steps`` full-size ``images`` steps would take here (None unmeasured)."""
         return None if self.step_s is None else self.step_s * full_size_steps
 
+    #: the chapter's expected run time here, one sentence ("" when no chapter time is recorded)
+    expected: str = ""
+
     def __str__(self) -> str:
         return f'size="auto" means {self.size!r} here: {self.reason}'
 
 
-def choose_size(budget_s: float = DEFAULT_BUDGET_S, *, steps: int = 3) -> SizeChoice:
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def _expected(t: Optional[book.ChapterTime], size: str, step_s: Optional[float]) -> str:
+    """One sentence: how long the chapter should take here, and what the figure rests on."""
+    if t is None:
+        return ""
+    if size == "small":
+        return (f"expected run time: about {_minutes(t.small_s)} in small mode (measured on {t.machine}; "
+                "small mode is mostly start-up and tracing, so it varies less between machines than the step)")
+    here = t.full_here_s(step_s) if step_s is not None else t.full_s
+    return (f"expected run time: about {_minutes(here)} at full size (it took {_minutes(t.full_s)} on "
+            f"{t.machine}, whose full-size step took {t.step_s:.2f} s; scaled by this machine's step)")
+
+
+def choose_size(budget_s: float = DEFAULT_BUDGET_S, *, steps: int = 3,
+                chapter: Optional[str] = None) -> SizeChoice:
     """Measure a full-size step and make ``size="auto"`` mean small or full for this process.
 
     Args:
-        budget_s: a full-size ``images`` step longer than this picks small (> 0).
+        budget_s: a full-size ``images`` step longer than this picks small (> 0); the rule
+            when no time is recorded for ``chapter``.
         steps: measured steps (after one warm-up step).
+        chapter: a chapter number; when its time is recorded (``tfwb.book.CHAPTER_TIMES``),
+            full is picked when the chapter's full-size time scaled to this machine fits
+            ``tfwb.book.CHAPTER_BUDGET_S``, and ``SizeChoice.expected`` says how long it should take.
 
     Returns:
         A SizeChoice; ``str()`` of it is the sentence a chapter prints.
@@ -65,17 +95,31 @@ def choose_size(budget_s: float = DEFAULT_BUDGET_S, *, steps: int = 3) -> SizeCh
         raise ValueError(f"budget_s={budget_s!r} is not allowed; budget_s must be > 0")
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps={steps!r} is not allowed; steps must be an integer >= 1")
+    timed = book.chapter_time(chapter) if chapter is not None else None
     if fast_mode():
         set_auto_size("small")
-        return SizeChoice("small", None, budget_s, "TFWB_FAST=1 asks for the small sizes (nothing measured)")
+        return SizeChoice("small", None, budget_s, "TFWB_FAST=1 asks for the small sizes (nothing measured)",
+                          _expected(timed, "small", None))
 
     probe = run(RunConfig(size="full", data_source="memory", steps=steps, warmup_steps=1,
                           label="size probe"))
     if not probe.ok:
         set_auto_size("small")
         return SizeChoice("small", None, budget_s,
-                          f"the full-size probe did not run ({probe.error}); small is the safe choice")
+                          f"the full-size probe did not run ({probe.error}); small is the safe choice",
+                          _expected(timed, "small", None))
     step_s = probe.median_step_s
+    if timed is not None:
+        here = timed.full_here_s(step_s)
+        size = "full" if here <= book.CHAPTER_BUDGET_S else "small"
+        set_auto_size(size)
+        verdict = "within" if size == "full" else "over"
+        return SizeChoice(size, step_s, budget_s,
+                          f"a full-size images step takes {step_s:.2f} s on this machine, so this chapter "
+                          f"would take about {_minutes(here)} at full size, {verdict} the "
+                          f"{_minutes(book.CHAPTER_BUDGET_S)} budget" +
+                          ("" if size == "full" else "; set size='full' on a knob to override"),
+                          _expected(timed, size, step_s))
     size = "full" if step_s <= budget_s else "small"
     set_auto_size(size)
     verdict = "within" if size == "full" else "over"
