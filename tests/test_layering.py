@@ -59,6 +59,8 @@ MODULES = package_modules()
 
 def layer(name: str) -> str:
     parts = name.split(".")
+    if parts[1:2] == ["keras"]:          # tfwb.keras (the fit callback): Keras and the ui charts; ui's rank
+        return "ui"
     if len(parts) > 1 and parts[1] in ("monitor", "tf", "ui", "cli"):
         return parts[1]
     if parts[1:] == ["__main__"]:

@@ -64,7 +64,7 @@ def test_register_replaces_a_user_workload():
     loss = object()
     register_workload(NAME, model_fn=model_b, data_fn=data_a, loss=loss)
     w = get_workload(NAME)
-    assert w.model_fn is model_b and w.loss is loss
+    assert w.model_fn.fn is model_b and w.loss is loss      # wrapped: what it returns is checked
     assert workload_names().count(NAME) == 1
 
 
@@ -171,7 +171,9 @@ def test_a_workload_is_a_module_plus_a_registration(tmp_path, monkeypatch):
                           data_fn="tfwb_test_lazy_workload:data")
     assert "tfwb_test_lazy_workload" not in sys.modules, "nothing is imported at registration"
     cfg = RunConfig(workload=NAME)
-    assert w.model_fn(cfg) == ("model", cfg) and w.data_fn(cfg) == ("data", cfg)
+    assert w.model_fn.resolve()(cfg) == ("model", cfg) and w.data_fn.resolve()(cfg) == ("data", cfg)
+    with pytest.raises(ValueError, match="returned a builtins.tuple"):   # a call checks what it returns
+        w.model_fn(cfg)
     assert "tfwb_test_lazy_workload" in sys.modules
     monkeypatch.delitem(sys.modules, "tfwb_test_lazy_workload")
 
@@ -303,3 +305,87 @@ def test_the_text_workload_is_tensor_core_shaped_and_learnable():
                            sample_interval_s=0.05))
     assert r.ok, r.error
     assert np.mean(r.losses[-5:]) < 0.8 * np.mean(r.warmup_losses)
+
+
+# -- what a user's factories return is checked (issue 20, item 2) ------------------------------
+def _cfg():
+    return RunConfig(_check_workload=False)
+
+
+def test_a_model_fn_that_returns_no_keras_model_says_what_it_returned_and_what_is_needed():
+    w = register_workload(NAME, model_fn=model_a, data_fn=data_a)
+    with pytest.raises(ValueError, match=r"model_fn of workload 'test-workloads-mine' returned a builtins.str "
+                                         r"\('model a'\); it must return a keras.Model"):
+        w.model_fn(_cfg())
+
+
+def test_a_model_class_instead_of_an_instance_is_told_to_call_it():
+    import keras
+
+    w = register_workload(NAME, model_fn=lambda cfg: keras.Sequential, data_fn=data_a)
+    with pytest.raises(ValueError, match="returned a class .*call it"):
+        w.model_fn(_cfg())
+
+
+def test_a_data_fn_that_returns_arrays_or_unlabelled_elements_is_refused_naming_both():
+    import numpy as np
+    import tensorflow as tf
+
+    x = np.zeros((8, 4), "float32")
+    cases = {
+        "returned a builtins.tuple": lambda cfg: (x, x[:, 0]),
+        "a dataset without labels: its elements are single tensors": lambda cfg: tf.data.Dataset.from_tensor_slices(x),
+        "elements are a dict with keys \\['image', 'label'\\]":
+            lambda cfg: tf.data.Dataset.from_tensor_slices({"image": x, "label": x[:, 0]}),
+        "looks batched": lambda cfg: tf.data.Dataset.from_tensor_slices((x, x[:, 0].astype("int32"))).batch(4),
+        "labels of shape \\(3,\\); the default loss": lambda cfg: tf.data.Dataset.from_tensor_slices(
+            (x, np.zeros((8, 3), "float32"))),
+    }
+    for message, fn in cases.items():
+        w = register_workload(NAME, model_fn=model_a, data_fn=fn)
+        with pytest.raises(ValueError, match=message):
+            w.data_fn(_cfg())
+
+
+def test_one_hot_labels_pass_with_a_loss_of_their_own_and_the_model_shape_is_checked_against_the_data():
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    x = np.zeros((8, 4), "float32")
+    one_hot = lambda cfg: tf.data.Dataset.from_tensor_slices((x, np.zeros((8, 3), "float32")))  # noqa: E731
+    wrong = lambda cfg: keras.Sequential([keras.Input((5,)), keras.layers.Dense(3)])           # noqa: E731
+    w = register_workload(NAME, model_fn=wrong, data_fn=one_hot,
+                          loss=keras.losses.CategoricalCrossentropy(from_logits=True))
+    w.data_fn(_cfg())
+    with pytest.raises(ValueError, match=r"input shape is \(batch, 5\) but data_fn's elements have features "
+                                         r"of shape \(4,\)"):
+        w.model_fn(_cfg())
+    right = register_workload(NAME, model_fn="tests.fakes:tiny_model", data_fn="tests.fakes:tiny_data")
+    assert isinstance(right.model_fn, Ref)                      # still a Ref: the cluster can name it
+    right.data_fn(_cfg())
+    assert right.model_fn(_cfg()).inputs[0].shape[1:] == (4,)
+
+
+def test_resolve_factory_registers_what_a_module_function_returns(tmp_path, monkeypatch):
+    from tfwb.workloads import resolve_factory
+
+    (tmp_path / "j8_user_work.py").write_text(
+        "import tfwb\n"
+        f"def register():\n    return tfwb.register_workload({NAME!r}, 'tests.fakes:tiny_model', 'tests.fakes:tiny_data')\n"
+        f"def by_name():\n    register(); return {NAME!r}\n"
+        "def needs_args(x):\n    return x\n"
+        "NOT_A_FACTORY = 3\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert resolve_factory("mlp") == "mlp"
+    assert resolve_factory("j8_user_work:register") == NAME and get_workload(NAME).name == NAME
+    unregister_workload(NAME)
+    assert resolve_factory("j8_user_work:by_name") == NAME
+    with pytest.raises(ValueError, match="'j8_user_work:NOT_A_FACTORY' is a builtins.int"):
+        resolve_factory("j8_user_work:NOT_A_FACTORY")
+    with pytest.raises(ValueError, match="could not be called with no arguments"):
+        resolve_factory("j8_user_work:needs_args")
+    with pytest.raises(ValueError, match="cannot be loaded .*ModuleNotFoundError"):
+        resolve_factory("no_such_module_j8:register")
+    with pytest.raises(ValueError, match="is not registered and is not 'module:function'"):
+        resolve_factory("nothing-here")

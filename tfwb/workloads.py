@@ -54,6 +54,8 @@ class Ref:
     Args:
         target: ``"package.module:attribute"`` (the attribute may be dotted).
         role: what it is, for error messages (e.g. ``"model_fn of workload 'mlp'"``).
+        check: ``check(value) -> value``, applied to what every call returns (raises
+            ``ValueError`` for something unusable); ``None``: returned as it is.
 
     Raises:
         ValueError: at construction, for a string not of the form ``module:attribute``;
@@ -64,14 +66,16 @@ class Ref:
         2
     """
 
-    __slots__ = ("target", "role", "_resolved")
+    __slots__ = ("target", "role", "check", "_resolved")
 
-    def __init__(self, target: str, role: str = "factory") -> None:
+    def __init__(self, target: str, role: str = "factory",
+                 check: Optional[Callable[[Any], Any]] = None) -> None:
         if not isinstance(target, str) or not _REF.match(target):
             raise ValueError(f"{role}={target!r} is not allowed; a factory named by a string must "
                              "be 'module:attribute' (e.g. 'mypkg.models:build')")
         self.target = target
         self.role = role
+        self.check = check
         self._resolved: Optional[Callable[..., Any]] = None
 
     def resolve(self) -> Callable[..., Any]:
@@ -91,7 +95,8 @@ class Ref:
         return self._resolved
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.resolve()(*args, **kwargs)
+        value = self.resolve()(*args, **kwargs)
+        return self.check(value) if self.check is not None else value
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Ref) and other.target == self.target
@@ -178,13 +183,170 @@ class Workload:
         return tuple(out)
 
 
-def _factory(role: str, fn: Factory) -> Callable[..., Any]:
+class Checked:
+    """A factory given as a callable, with a check on what each call returns.
+
+    Args:
+        fn: the factory.
+        role: what it is, for error messages.
+        check: ``check(value) -> value``; raises ``ValueError`` for something unusable.
+
+    Example:
+        >>> Checked(lambda cfg: 3, "model_fn", lambda v: v * 2)(None)
+        6
+    """
+
+    __slots__ = ("fn", "role", "check")
+
+    def __init__(self, fn: Callable[..., Any], role: str, check: Callable[[Any], Any]) -> None:
+        self.fn = fn
+        self.role = role
+        self.check = check
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.check(self.fn(*args, **kwargs))
+
+    def __repr__(self) -> str:
+        return f"Checked({self.fn!r})"
+
+
+def _factory(role: str, fn: Factory, check: Optional[Callable[[Any], Any]] = None) -> Callable[..., Any]:
     if isinstance(fn, str) and _REF.match(fn):
-        return Ref(fn, role)
+        return Ref(fn, role, check)
     if not callable(fn):
         raise ValueError(f"{role}={fn!r} is not allowed; it must be callable (it receives the "
                          "RunConfig) or a 'module:attribute' string")
-    return fn
+    return Checked(fn, role, check) if check is not None else fn
+
+
+# -- what a user's factories must return --------------------------------------------------------
+def _describe(value: Any) -> str:
+    """``value`` in a few words for an error message: its type and a short repr."""
+    text = repr(value)
+    text = text if len(text) <= 80 else text[:77] + "..."
+    kind = "a class" if isinstance(value, type) else f"a {type(value).__module__}.{type(value).__qualname__}"
+    return f"{kind} ({text})"
+
+
+def is_keras_model(value: Any) -> bool:
+    """True for an instance of ``keras.Model`` (or tf.keras's), told by its class, without importing Keras.
+
+    Example:
+        >>> is_keras_model(object()), is_keras_model(None)
+        (False, False)
+    """
+    return not isinstance(value, type) and any(
+        c.__name__ == "Model" and c.__module__.split(".")[0] in ("keras", "tf_keras")
+        for c in type(value).__mro__)
+
+
+def _dims(spec: Any) -> Optional[Tuple[Optional[int], ...]]:
+    """A TensorSpec's dimensions (``None`` for an unknown one); ``None`` for an unknown rank or a non-tensor."""
+    shape = getattr(spec, "shape", None)
+    if isinstance(shape, (tuple, list)):      # a KerasTensor's shape
+        return tuple(shape)
+    try:
+        return tuple(shape.as_list())
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+def check_model(value: Any, workload: str, features: Optional[Tuple[Optional[int], ...]] = None) -> Any:
+    """``value`` when it is a Keras model that takes ``features``-shaped inputs; else ``ValueError``.
+
+    Args:
+        value: what ``model_fn`` returned.
+        workload: the workload's name, for the message.
+        features: the dimensions of one element's features (from ``data_fn``'s dataset),
+            when known; compared with the model's input shape (batch dimension left out)
+            where the model has declared one.
+
+    Returns:
+        ``value``.
+
+    Raises:
+        ValueError: naming what was returned and what is needed.
+
+    Example:
+        >>> check_model("model", "mine")
+        Traceback (most recent call last):
+        ...
+        ValueError: model_fn of workload 'mine' returned a builtins.str ('model'); it must return a keras.Model (e.g. keras.Sequential([keras.Input(shape), ...]) or keras.Model(inputs, outputs)), built inside model_fn
+    """
+    if not is_keras_model(value):
+        hint = "; call it (model_fn returns an instance)" if isinstance(value, type) else ""
+        raise ValueError(f"model_fn of workload {workload!r} returned {_describe(value)}; it must return a "
+                         "keras.Model (e.g. keras.Sequential([keras.Input(shape), ...]) or keras.Model(inputs, "
+                         f"outputs)), built inside model_fn{hint}")
+    if features is None:
+        return value
+    try:
+        inputs = list(value.inputs or ())
+    except Exception:  # noqa: BLE001 - a model not built yet has no inputs to compare
+        return value
+    if len(inputs) != 1:
+        return value
+    model_in = _dims(inputs[0])
+    if model_in is None:
+        return value
+    model_in = model_in[1:]
+    fits = len(model_in) == len(features) and all(
+        a is None or b is None or a == b for a, b in zip(model_in, features))
+    if not fits:
+        raise ValueError(f"model_fn of workload {workload!r} returned a model whose input shape is "
+                         f"(batch, {', '.join(map(str, model_in))}) but data_fn's elements have features of "
+                         f"shape {tuple(features)}: the model must take (batch, *features shape); fix "
+                         "keras.Input(shape=...) or the data")
+    return value
+
+
+def check_dataset(value: Any, workload: str, *, default_loss: bool = True) -> Tuple[Any, Optional[tuple]]:
+    """``(value, features dimensions)`` when ``value`` is an unbatched dataset of (features, label); else ``ValueError``.
+
+    Args:
+        value: what ``data_fn`` returned.
+        workload: the workload's name, for the message.
+        default_loss: the workload uses the default loss (sparse categorical cross-entropy),
+            which needs integer class ids of shape () or (1,) as labels.
+
+    Returns:
+        ``value`` and its features' dimensions (``None`` when unknown).
+
+    Raises:
+        ValueError: naming what was returned and what is needed: not a dataset, elements that
+            are not (features, label) pairs (no labels), elements that look batched, labels
+            the default loss cannot use.
+
+    Example:
+        >>> check_dataset([1, 2], "mine")
+        Traceback (most recent call last):
+        ...
+        ValueError: data_fn of workload 'mine' returned a builtins.list ([1, 2]); it must return an unbatched tf.data.Dataset of (features, label) elements, e.g. tf.data.Dataset.from_tensor_slices((x, y))
+    """
+    where = f"data_fn of workload {workload!r}"
+    spec = getattr(value, "element_spec", None)
+    if spec is None or isinstance(value, type):
+        raise ValueError(f"{where} returned {_describe(value)}; it must return an unbatched tf.data.Dataset "
+                         "of (features, label) elements, e.g. tf.data.Dataset.from_tensor_slices((x, y))")
+    if isinstance(spec, dict):
+        raise ValueError(f"{where} returned a dataset whose elements are a dict with keys {sorted(spec)}; "
+                         "it must yield (features, label) pairs: map them, e.g. "
+                         "ds.map(lambda d: (d['image'], d['label']))")
+    if not isinstance(spec, (tuple, list)) or len(spec) != 2:
+        what = f"{len(spec)}-tuples" if isinstance(spec, (tuple, list)) else f"single tensors ({spec})"
+        raise ValueError(f"{where} returned a dataset without labels: its elements are {what}; it must yield "
+                         "(features, label) pairs, e.g. tf.data.Dataset.from_tensor_slices((x, y))")
+    features, label = (_dims(s) for s in spec)
+    if features and label and features[0] is None and len(label) == 1 and label[0] is None:
+        raise ValueError(f"{where} returned a dataset that looks batched: features {tuple(features)}, labels "
+                         f"{tuple(label)}; it must yield single (features, label) elements (tfwb batches "
+                         "them with batch_size): drop the .batch(...)")
+    if default_loss and label is not None and label not in ((), (1,)):
+        raise ValueError(f"{where} returned labels of shape {tuple(label)}; the default loss (sparse "
+                         "categorical cross-entropy on logits) needs one integer class id per element "
+                         "(shape ()): pass loss=keras.losses.CategoricalCrossentropy(from_logits=True) "
+                         "for one-hot labels, or another loss")
+    return value, features
 
 
 def _builtin(name: str, module: str, *, description: str, data_sources: Mapping[str, str],
@@ -257,6 +419,12 @@ def register_workload(name: str, model_fn: Factory, data_fn: Factory,
     Returns:
         The registered ``Workload``.
 
+    What the factories return is checked at each build (``check_model``,
+    ``check_dataset``): a model_fn that returns something other than a Keras model, a
+    model whose input shape does not take data_fn's features, a data_fn that returns no
+    dataset, a dataset without labels, a batched one, or labels the default loss cannot
+    use fail with a ``ValueError`` naming what was returned and what is needed.
+
     Raises:
         ValueError: for an empty or built-in name, or factories that are neither
             callable nor ``"module:attribute"`` strings.
@@ -269,8 +437,17 @@ def register_workload(name: str, model_fn: Factory, data_fn: Factory,
         raise ValueError(f"name={name!r} is not allowed; name must be a non-empty string")
     if name in _REGISTRY and _REGISTRY[name].builtin:
         raise ValueError(f"name={name!r} is a built-in workload; pick another name")
-    model = _factory("model_fn", model_fn)
-    data = _factory("data_fn", data_fn)
+    seen: Dict[str, Any] = {}          # the features' shape, from data_fn (the runner builds data first)
+
+    def checked_data(value: Any) -> Any:
+        value, seen["features"] = check_dataset(value, name, default_loss=loss is None)
+        return value
+
+    def checked_model(value: Any) -> Any:
+        return check_model(value, name, seen.get("features"))
+
+    model = _factory("model_fn", model_fn, checked_model)
+    data = _factory("data_fn", data_fn, checked_data)
     _REGISTRY[name] = Workload(name=name, model_fn=model, data_fn=data, loss=loss,
                                description=description)
     return _REGISTRY[name]
@@ -294,3 +471,63 @@ def get_workload(name: str) -> Workload:
 def workload_names() -> Tuple[str, ...]:
     """Registered workload names, built-ins first."""
     return tuple(_REGISTRY)
+
+
+def resolve_factory(spec: str) -> str:
+    """The workload name that ``spec`` stands for, registering it where needed (for ``--workload``).
+
+    ``spec`` is a registered name (returned as it is) or ``"module:attribute"``. The module is
+    imported (it may register workloads at import); the attribute is:
+
+    - a ``Workload`` (what ``register_workload`` returns): registered again if it is not
+      the one under its name, and its name returned;
+    - a callable taking no arguments that registers a workload and returns it (a
+      ``Workload``) or its name (a ``str``).
+
+    Args:
+        spec: ``"mine"`` or ``"mypkg.work:register"``.
+
+    Returns:
+        The name to put in ``RunConfig(workload=...)``.
+
+    Raises:
+        ValueError: naming ``spec`` when the module or attribute cannot be loaded, or the
+            attribute is neither a Workload nor a callable that returns a registered one.
+
+    Example:
+        >>> resolve_factory("mlp")
+        'mlp'
+        >>> resolve_factory("math:pi")
+        Traceback (most recent call last):
+        ...
+        ValueError: workload='math:pi' is a builtins.float (3.141592653589793); 'module:function' must name a Workload (what tfwb.register_workload returns) or a function of no arguments that calls tfwb.register_workload and returns its result
+    """
+    if isinstance(spec, str) and spec in _REGISTRY:
+        return spec
+    if not isinstance(spec, str) or not _REF.match(spec):
+        raise ValueError(f"workload={spec!r} is not registered and is not 'module:function'; registered: "
+                         + ", ".join(repr(n) for n in workload_names()))
+    module_name, _, attr = spec.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"workload={spec!r} cannot be loaded ({type(e).__name__}: {e}); check the module "
+                         "(importable from here: on sys.path or PYTHONPATH) and the function name") from None
+    need = ("'module:function' must name a Workload (what tfwb.register_workload returns) or a function of "
+            "no arguments that calls tfwb.register_workload and returns its result")
+    if not isinstance(obj, Workload):
+        if not callable(obj) or isinstance(obj, type):
+            raise ValueError(f"workload={spec!r} is {_describe(obj)}; {need}")
+        try:
+            obj = obj()
+        except TypeError as e:
+            raise ValueError(f"workload={spec!r} could not be called with no arguments ({e}); {need}") from None
+    if isinstance(obj, Workload):
+        if _REGISTRY.get(obj.name) is not obj and not obj.builtin:
+            _REGISTRY[obj.name] = obj
+        return obj.name
+    if isinstance(obj, str) and obj in _REGISTRY:
+        return obj
+    raise ValueError(f"workload={spec!r} returned {_describe(obj)}, not a registered workload; {need}")
