@@ -288,3 +288,26 @@ def test_held_out_loss_is_the_mean_loss_of_the_model_on_those_examples():
     logits = seen["model"](x, training=False)
     want = float(tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)))
     assert cv.held_out_curves(r)["held_out_loss"][-1] == pytest.approx(want, rel=1e-5)
+
+
+# -- learning-rate schedules ---------------------------------------------------------------------------
+@pytest.mark.parametrize("schedules, field", [({}, "schedules"), ({"bad": lambda step: math.nan}, "bad"),
+                                              ({"neg": lambda step: -1.0}, "neg")])
+def test_schedule_curves_refuses_bad_schedules_before_any_work(schedules, field, monkeypatch):
+    monkeypatch.setattr(cv, "prepared", no_work)
+    monkeypatch.setattr(cv, "build_dataset", no_work)
+    with pytest.raises(ValueError, match=field):
+        cv.schedule_curves(tiny(), schedules)
+
+
+def test_schedule_curves_follows_each_schedule_from_the_same_start():
+    ramp = keras.optimizers.schedules.CosineDecay(0.0, decay_steps=1, alpha=1.0, warmup_target=0.01,
+                                                  warmup_steps=4)
+    constant, warmed, frozen = cv.schedule_curves(
+        tiny(), {"constant": lambda step: 0.01, "warm-up": ramp, "frozen": lambda step: 0.0}, steps=8)
+    assert constant.rates == (0.01,) * 8
+    assert warmed.rates[0] == 0.0 and warmed.rates[2] == pytest.approx(0.005) and warmed.rates[4:] == (
+        pytest.approx(0.01),) * 4
+    assert constant.losses[0] == pytest.approx(warmed.losses[0]) == pytest.approx(frozen.losses[0])
+    assert constant.losses[1] != pytest.approx(frozen.losses[1])     # the rate reached the optimizer
+    assert constant.final_loss(3) == pytest.approx(sorted(constant.losses[-3:])[1])

@@ -309,3 +309,21 @@ def test_out_of_memory_near_the_limit_as_a_library_failure_is_too_large(monkeypa
     r = largest_batch(RunConfig(workload="text", batch_size=64), device="gpu", tolerance=0)
     assert r.batch_size == 512 and (1024, False) in r.tried, r.tried
     assert not is_out_of_memory(tf.errors.InternalError(None, None, "CUBLAS_STATUS_EXECUTION_FAILED"))
+
+
+# -- what TensorFlow logs at the first float16 op ----------------------------------------------------------
+def test_tf_log_messages_keeps_only_tf_log_lines_without_their_prefix():
+    text = ("E0000 00:00:1795707349.396069   25597 util.cc:131] oneDNN supports DT_HALF only on platforms "
+            "with AVX-512. Falling back\nnot a log line\n"
+            "I0000 00:00:1.2  7 port.cc:153] oneDNN custom operations are on.\n")
+    assert precision.tf_log_messages(text) == (
+        "oneDNN supports DT_HALF only on platforms with AVX-512. Falling back",
+        "oneDNN custom operations are on.")
+    assert precision.tf_log_messages("nothing here\n") == ()
+
+
+def test_float16_first_ops_returns_tf_log_lines_instead_of_writing_them(capfd):
+    said = precision.float16_first_ops()
+    assert isinstance(said, tuple) and all(isinstance(m, str) and "]" not in m[:40] for m in said)
+    err = capfd.readouterr().err
+    assert not any(precision.TF_LOG_LINE.match(line.strip()) for line in err.splitlines())

@@ -11,12 +11,15 @@ what chapter 04 needs, and what anyone tuning an optimizer can reuse:
 - ``clip_directions(cfg)``: one real gradient clipped by Keras' ``clipnorm`` (per tensor),
   ``global_clipnorm`` (all tensors together) and ``clipvalue`` (per element): how far each
   turns the update away from the gradient's direction (their cosine).
+- ``schedule_curves(cfg, schedules)``: the loss of every step under each learning-rate
+  schedule (constant, warm-up, decay: any ``step -> rate`` callable, such as a
+  ``keras.optimizers.schedules.LearningRateSchedule``), from the same start.
 - ``HeldOutLoss`` (an observer) and ``held_out(cfg, train_examples=...)``: train on a few
   distinct examples seen many times and evaluate the loss on examples the model never
   saw, from the same generator: what weight decay changes (it regularizes; it does not
   make training faster).
 
-``lr_sweep`` builds the setup once (``tfwb.tf.runner.train.prepared``) and, for each rate,
+``lr_sweep`` and ``schedule_curves`` build the setup once (``tfwb.tf.runner.train.prepared``) and, for each rate,
 restores the initial weights and optimizer state, sets the rate and starts the data
 again from the first batch: the same training a fresh run with that rate and seed does
 (the tests compare it with ``tfwb.run``), without tracing the step again for each rate.
@@ -45,7 +48,7 @@ from tfwb.tf.runner.step import per_example_loss
 from tfwb.tf.run import run
 from tfwb.tf.runner.train import prepared
 
-__all__ = ["to_target", "TargetRuns", "lr_sweep", "Sweep", "clip_directions", "ClipDirections",
+__all__ = ["to_target", "TargetRuns", "lr_sweep", "Sweep", "schedule_curves", "ScheduleCurve", "clip_directions", "ClipDirections",
            "ClipDirection", "HeldOutLoss", "held_out", "held_out_curves", "cosine", "blew_up",
            "gain", "target_table", "sweep_table", "held_out_table"]
 
@@ -364,6 +367,98 @@ def lr_sweep(cfg: RunConfig, rates: Sequence[float], *, steps: Optional[int] = N
             finals.append(None if at is not None else stats.median(losses[-min(tail, len(losses)):]))
     return Sweep(cfg, rates, calls * cfg.steps_per_execution, tail, tuple(finals), tuple(diverged),
                  tuple(curves), first)
+
+
+# -- learning-rate schedules ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ScheduleCurve:
+    """One learning-rate schedule's training: the rate and the loss of every step.
+
+    Attributes:
+        label (str): the schedule's name, as given.
+        rates (tuple): the learning rate each call of the step function used.
+        losses (tuple): the loss of each call, up to the divergence.
+        diverged_at (int or None): the 1-based step whose loss was not finite.
+    """
+
+    label: str
+    rates: Tuple[float, ...] = field(repr=False)
+    losses: Tuple[float, ...] = field(repr=False)
+    diverged_at: Optional[int] = None
+
+    def final_loss(self, tail: int = SWEEP_TAIL) -> Optional[float]:
+        """The median of the last ``tail`` losses (``None`` if the run diverged)."""
+        if self.diverged_at is not None or not self.losses:
+            return None
+        return stats.median(self.losses[-min(tail, len(self.losses)):])
+
+
+def schedule_curves(cfg: RunConfig, schedules: Mapping[str, Any], *,
+                    steps: Optional[int] = None) -> Tuple[ScheduleCurve, ...]:
+    """Train ``cfg`` under each learning-rate schedule, from the same start.
+
+    Every schedule starts from the same initial weights, optimizer state and first batch
+    (``cfg.seed``), as ``lr_sweep``'s rates do; the step is traced once. Before each call
+    of the step function the optimizer's rate is set to ``float(schedule(step))`` (``step``
+    counts from 0): the value an optimizer built with that schedule reads at that step.
+    With ``steps_per_execution`` > 1 the rate changes once per call.
+
+    Args:
+        cfg: the configuration (optimizer, clipping, workload...); its ``learning_rate`` is unused.
+        schedules: name -> a callable of the step returning the rate: a
+            ``keras.optimizers.schedules.LearningRateSchedule``, or ``lambda step: 1e-3``.
+        steps: training steps per schedule (default ``cfg.warmup_steps + cfg.steps``).
+
+    Returns:
+        A ``ScheduleCurve`` per schedule, in the order given.
+
+    Raises:
+        ValueError: for no schedules, bad ``steps``, a rate that is not a finite number >= 0,
+            or ``strategy="multi_worker"``, before any training.
+
+    Example:
+        >>> warm = keras.optimizers.schedules.CosineDecay(0.0, 1, alpha=1.0, warmup_target=3e-3,
+        ...                                               warmup_steps=50)     # doctest: +SKIP
+        >>> schedule_curves(RunConfig(workload="mlp", optimizer="adam"),
+        ...                 {"constant": lambda step: 3e-3, "warm-up": warm})  # doctest: +SKIP
+    """
+    if cfg.strategy == "multi_worker":
+        raise ValueError("strategy='multi_worker' is not allowed in schedule_curves: it trains in this "
+                         "process; pick strategy='default' or 'mirrored'")
+    if not schedules:
+        raise ValueError("schedules={} is not allowed; schedules must name at least one schedule")
+    steps = cfg.warmup_steps + cfg.steps if steps is None else _positive_int("steps", steps)
+    spe = cfg.steps_per_execution
+    calls = -(-steps // spe)
+    planned = {}
+    for name, schedule in schedules.items():
+        rates = tuple(float(schedule(i * spe)) for i in range(calls))
+        bad = [r for r in rates if not math.isfinite(r) or r < 0]
+        if bad:
+            raise ValueError(f"schedules[{name!r}] gave the rate {bad[0]!r}; a rate must be a finite number >= 0")
+        planned[name] = rates
+    setup_devices()
+    dataset, _ = build_dataset(cfg, get_workload(cfg.workload))
+    out = []
+    with prepared(cfg, dataset) as p:
+        distribute = p.strategy is not tf.distribute.get_strategy()
+        model_start = _snapshot(p.model.variables)
+        optimizer_start = _snapshot(p.optimizer.variables)
+        for name, rates in planned.items():
+            _restore(p.model.variables, model_start)
+            _restore(p.optimizer.variables, optimizer_start)
+            p.iterator = iter(p.strategy.experimental_distribute_dataset(dataset) if distribute else dataset)
+            losses: list = []
+            at = None
+            for i, rate in enumerate(rates):
+                _set_learning_rate(p.optimizer, rate)
+                loss = _loss_value(p.advance())
+                losses.append(loss)
+                if not math.isfinite(loss):
+                    at = (i + 1) * spe
+                    break
+            out.append(ScheduleCurve(name, rates, tuple(losses), at))
+    return tuple(out)
 
 
 # -- what clipping does to the direction of an update --------------------------------------------------

@@ -13,6 +13,10 @@ Owns three things chapter 03 measures and a user can run on their own workload:
   float16 was lost to underflow, an element that is inf or NaN overflowed. This is
   the backward pass a ``LossScaleOptimizer`` sees: the loss times the scale,
   gradients divided by it in float32 afterwards.
+- ``float16_first_ops()``: the process's first float16 operations, with what TensorFlow's
+  C++ code logs at them held back and returned (on a CPU without float16 support, oneDNN's
+  one-off "supports DT_HALF only on platforms with AVX-512" line), so a chapter prints it
+  where it explains it instead of showing it as a stray red line.
 - ``largest_batch(cfg)`` / ``largest_batches(cfg)``: the largest batch that trains
   without running out of device memory, searched by doubling and then bisecting on
   a GPU (where TensorFlow raises ``ResourceExhaustedError``); on a CPU it returns no
@@ -40,8 +44,9 @@ from tfwb.workloads import get_workload
 from tfwb.tf.runner.step import per_example_loss
 from tfwb.tf.runner.train import prepared
 from tfwb.tf.run import run
+from tfwb.tf.runner.quiet import TF_LOG_LINE, native_stderr_captured
 
-__all__ = ["policy", "policy_name", "ScaleCount", "Underflow", "underflow", "underflow_during", "count_lost",
+__all__ = ["policy", "policy_name", "float16_first_ops", "tf_log_messages", "ScaleCount", "Underflow", "underflow", "underflow_during", "count_lost",
            "BatchSearch", "search_largest", "largest_batch", "largest_batches", "batches_text",
            "batch_ratio", "is_out_of_memory",
            "DEFAULT_LOSS_SCALE", "FLOAT16_SMALLEST"]
@@ -99,6 +104,43 @@ def policy(mixed_precision: str) -> Iterator[str]:
         yield name
     finally:
         keras.mixed_precision.set_global_policy(previous)
+
+
+# -- what TensorFlow logs at the first float16 op ------------------------------------------------------
+def tf_log_messages(text: str) -> Tuple[str, ...]:
+    """The messages of TensorFlow's C++ log lines in ``text`` (prefix and source location dropped).
+
+    Example:
+        >>> tf_log_messages("E0000 00:00:1.5  25 util.cc:131] oneDNN supports DT_HALF only ...\\nother")
+        ('oneDNN supports DT_HALF only ...',)
+    """
+    found = (TF_LOG_LINE.match(line.strip()) for line in text.splitlines())
+    return tuple(m.group("message").strip() for m in found if m)
+
+
+def float16_first_ops() -> Tuple[str, ...]:
+    """Run a float16 matmul and softmax with TensorFlow's native stderr held back; return what it logged.
+
+    TensorFlow logs some things once per process, at the first op that meets them: on a
+    CPU whose oneDNN cannot run float16 (no AVX-512 FP16, AMX-FP16 or AVX-NE-CONVERT), the
+    line "oneDNN supports DT_HALF only on platforms with AVX-512. Falling back to the
+    default Eigen-based implementation". Call this before any other float16 work to get
+    that line as a value instead of a stray line on stderr. Text that is not a TF log
+    line is written back to stderr.
+
+    Returns:
+        The messages TensorFlow logged (empty: it logged nothing, because this machine
+        runs float16 natively, or because an earlier float16 op already logged it).
+
+    Example:
+        >>> float16_first_ops()          # doctest: +SKIP
+        ('oneDNN supports DT_HALF only on platforms with AVX-512. Falling back to ...',)
+    """
+    with native_stderr_captured() as held:
+        a = tf.constant([[1.0, 2.0], [3.0, 4.0]], tf.float16)
+        _ = tf.nn.softmax(tf.matmul(a, a)).numpy()
+    held.replay(drop=lambda line: bool(TF_LOG_LINE.match(line.strip())))
+    return tf_log_messages(held.text)
 
 
 # -- underflow ---------------------------------------------------------------------------------------
