@@ -43,9 +43,12 @@ __all__ = [
     "RunConfig", "RunResult", "Sample", "run", "Workbench", "register_workload",
     "load_results", "compare", "diagnose", "detect_hardware", "check", "setup_devices",
     "observers", "expect", "compare_interleaved", "choose_size", "profile", "sweep", "chapter", "__version__",
+    "count_flops", "measure_peak",
 ]
 
 _LAZY = {
+    "count_flops": ("tfwb.tf.runner.flops", "count_flops"),     # FLOPs counted from a Keras model
+    "measure_peak": ("tfwb.tf.runner.peak", "measure_peak"),    # this machine's matmul peak, cached
     "run": ("tfwb.tf.run", "run"),
     "Workbench": ("tfwb.ui.workbench", "Workbench"),
     "detect_hardware": ("tfwb.tf.runner.devices", "machine"),   # TensorFlow's view of the GPUs
@@ -58,6 +61,8 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "keras":           # tfwb.keras (the fit callback; imports Keras): loaded on first use
+        return importlib.import_module("tfwb.keras")
     if name in _LAZY:
         module, attr = _LAZY[name]
         value = getattr(importlib.import_module(module), attr)

@@ -1,0 +1,139 @@
+"""Tests of tfwb.peaks (datasheet table, CPU formula) and tfwb.tf.runner.peak (the measured
+matmul peak and its cache per machine fingerprint)."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from tfwb import peaks
+
+
+@pytest.mark.parametrize("name, key", [
+    ("Tesla T4", "Tesla T4"), ("NVIDIA L4", "NVIDIA L4"),
+    ("Tesla V100-SXM2-16GB", "Tesla V100-SXM2"), ("Tesla V100-PCIE-32GB", "Tesla V100-PCIE"),
+    ("NVIDIA A100-SXM4-40GB", "NVIDIA A100"), ("NVIDIA A100 80GB PCIe", "NVIDIA A100"),
+    ("NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM"), ("NVIDIA H100 PCIe", "NVIDIA H100 PCIe"),
+    ("NVIDIA H100 NVL", "NVIDIA H100 NVL"), ("NVIDIA H200", "NVIDIA H200"),
+    ("TPU v2", "TPU v2"), ("TPU v3", "TPU v3"), ("TPU v4", "TPU v4"),
+    ("TPU v5 lite", "TPU v5e"), ("TPU v5e", "TPU v5e"), ("TPU v5p", "TPU v5p"),
+    ("TPU v6 lite", "TPU v6e"),
+    ("NVIDIA GeForce RTX 4090", None), ("AMD EPYC", None), ("", None),
+])
+def test_datasheet_device_matches_reported_names(name, key):
+    assert peaks.datasheet_device(name) == key
+
+
+def test_datasheet_peak_figures_and_gaps():
+    assert peaks.datasheet_peak("Tesla T4", "float32")[0] == pytest.approx(8.1e12)
+    assert peaks.datasheet_peak("NVIDIA A100-SXM4-40GB", "bfloat16")[0] == pytest.approx(312e12)
+    assert peaks.datasheet_peak("TPU v5 lite", "bfloat16")[0] == pytest.approx(197e12)
+    assert peaks.datasheet_peak("Tesla T4", "bfloat16") is None          # no BF16 on Turing
+    assert peaks.datasheet_peak("TPU v4", "float32") is None             # TPUs list bfloat16
+    assert peaks.datasheet_peak("RTX 4090", "float32") is None
+    with pytest.raises(ValueError, match="dtype='int8'"):
+        peaks.datasheet_peak("Tesla T4", "int8")
+
+
+def test_every_datasheet_entry_has_a_source_and_a_plausible_figure():
+    for device, row in peaks.DATASHEET.items():
+        for dtype, (flops, source) in row.items():
+            assert dtype in peaks.DTYPES + ("tensorfloat32",)
+            assert 1e12 < flops < 2e15, (device, dtype)
+            assert "datasheet" in source or "documentation" in source
+        # half precision is never slower than float32 where both are listed
+        if "float32" in row and "float16" in row:
+            assert row["float16"][0] > row["float32"][0]
+
+
+def test_cpu_peak_is_a_labelled_formula():
+    flops, label = peaks.cpu_peak(2, 2.0, ["avx2", "fma"], "float32")
+    assert flops == 2 * 2.0e9 * 32
+    assert label.startswith("formula, not a datasheet") and "2 cores x 2.00 GHz x 32" in label
+    assert peaks.cpu_peak(4, 2.5, ["avx512f", "fma"], "float32")[0] == 4 * 2.5e9 * 64
+    assert peaks.cpu_peak(1, 2.0, ["avx512f", "amx_bf16"], "bfloat16")[0] == 2.0e9 * 1024
+    assert peaks.cpu_peak(1, 2.0, ["avx512f", "avx512_bf16"], "bfloat16")[0] == 2.0e9 * 128
+    # no native half precision: the float32 rate at best, and it says so
+    flops, label = peaks.cpu_peak(1, 2.0, ["avx2", "fma"], "float16")
+    assert flops == 2.0e9 * 32 and "no native float16" in label
+    assert peaks.cpu_peak(2, None, ["fma"], "float32") is None
+    assert peaks.cpu_peak(0, 2.0, ["fma"], "float32") is None
+
+
+def test_parse_cpu_ghz_prefers_the_maximum_then_the_model_name():
+    assert peaks.parse_cpu_ghz("cpu MHz\t: 1200.0\n", "3500000\n") == 3.5
+    assert peaks.parse_cpu_ghz("model name\t: Xeon CPU @ 2.20GHz\ncpu MHz\t: 1200.0\n") == 2.2
+    assert peaks.parse_cpu_ghz("cpu MHz\t: 2445.4\n") == pytest.approx(2.445, abs=1e-3)
+    assert peaks.parse_cpu_ghz("", "") is None
+
+
+def test_peaks_module_is_pure():
+    import subprocess
+    import sys
+    code = "import sys, tfwb.peaks; print('tensorflow' in sys.modules or 'keras' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+# --- the measured peak (TensorFlow) ---------------------------------------------------------
+
+@pytest.fixture
+def peak_module(tmp_path, monkeypatch):
+    monkeypatch.setenv("TFWB_CACHE_DIR", str(tmp_path / "cache"))
+    from tfwb.tf.runner import peak
+    return peak
+
+
+def test_measure_peak_measures_then_reads_the_cache(peak_module):
+    p = peak_module.measure_peak("float32", budget_s=0.3)
+    assert p.device.startswith("CPU (") and p.dtype == "float32" and not p.cached
+    assert p.flops_per_s > 1e8 and p.n >= peak_module.MIN_N and p.reason == ""
+    assert p.seconds < 3
+    again = peak_module.measure_peak("float32", budget_s=0.3)
+    assert again.cached and again.flops_per_s == p.flops_per_s and again.seconds == p.seconds
+    with open(peak_module.cache_path()) as f:
+        data = json.load(f)
+    (entry,) = data["machines"].values()
+    assert entry["fingerprint"]["tensorflow"] and f"{p.device}|float32" in entry["peaks"]
+
+
+def test_a_changed_fingerprint_is_measured_again(peak_module, monkeypatch):
+    first = peak_module.measure_peak("float32", budget_s=0.2)
+    real = peak_module.machine_fingerprint()
+    monkeypatch.setattr(peak_module, "machine_fingerprint", lambda: dict(real, tensorflow="9.9"))
+    second = peak_module.measure_peak("float32", budget_s=0.2)
+    assert not first.cached and not second.cached
+
+
+def test_half_precision_is_measured_on_the_cpu_too(peak_module):
+    p = peak_module.measure_peak("bfloat16", budget_s=0.3, cache=False)
+    assert p.flops_per_s is not None and p.flops_per_s > 0
+    assert not os.path.exists(peak_module.cache_path())     # cache=False writes nothing
+
+
+def test_an_unwritable_cache_is_no_error(peak_module, tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("TFWB_CACHE_DIR", str(blocker / "sub"))
+    p = peak_module.measure_peak("float32", budget_s=0.2)
+    assert p.flops_per_s is not None and not p.cached
+
+
+def test_cache_path_respects_xdg_and_the_override(peak_module, monkeypatch):
+    monkeypatch.delenv("TFWB_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", "/x/cache")
+    assert peak_module.cache_path() == "/x/cache/tfwb/peaks.json"
+    monkeypatch.setenv("TFWB_CACHE_DIR", "/y")
+    assert peak_module.cache_path() == "/y/peaks.json"
+
+
+def test_a_missing_device_says_why_and_bad_arguments_are_refused(peak_module):
+    p = peak_module.measure_peak("float32", "GPU:7", budget_s=0.2)
+    assert p.flops_per_s is None and "no GPU 7" in p.reason
+    with pytest.raises(ValueError, match="dtype='int8'"):
+        peak_module.measure_peak("int8")
+    with pytest.raises(ValueError, match="device='NPU'"):
+        peak_module.measure_peak("float32", "NPU")
+    with pytest.raises(ValueError, match="budget_s=0"):
+        peak_module.measure_peak("float32", budget_s=0)
