@@ -287,6 +287,10 @@ def test_a_compute_lesson_hidden_by_input_wait_cannot_tell():
     assert "data_source='memory'" in str(c)
     in_memory = e.check(result(step_s=0.1), result(step_s=0.1))     # no input wait: a real miss
     assert in_memory.result == "did NOT agree"
+    staged = e.check(result(step_s=0.1, wait_s=0.02, data_source="memory"),
+                     result(step_s=0.1, wait_s=0.09, data_source="memory"))
+    assert staged.result == "cannot tell"
+    assert "staged in memory" in str(staged) and "data_source='memory'" not in str(staged)
 
 
 # -- A/B checks ---------------------------------------------------------------------------------

@@ -137,6 +137,19 @@ def _input_share(x: Any) -> Optional[float]:
     return frac if isinstance(frac, (int, float)) else None
 
 
+def _hidden_by_input(runs: Sequence[Any], share: float) -> str:
+    """Why a compute claim cannot be judged when its runs waited on input, and what to do."""
+    sources = {getattr(getattr(r, "config", None), "data_source", None) for r in runs}
+    if sources == {"memory"}:
+        # Staged batches: the wait counted is above the iterator's own floor, so what is left is
+        # next() delayed by something else on the same cores (other programs, the runtime's threads).
+        return (f"the runs waited on input up to {share:.0%} of the time although their batches were "
+                "staged in memory: the iterator's next() was delayed beyond its own floor (other work "
+                "on the same cores), which hides a change in compute: run it again on a quieter machine")
+    return (f"the runs waited on input up to {share:.0%} of the time, which hides a "
+            "change in compute: measure it with data_source='memory'")
+
+
 def _agrees(expected: str, verdict: str) -> Optional[bool]:
     if verdict not in (FASTER, SLOWER, SAME):
         return None                       # too few steps / rounds to tell
@@ -206,8 +219,7 @@ class AB:
         shares = [s for s in map(_input_share, runs) if s is not None]
         if agreed is False and self.compute and shares and max(shares) >= MODERATE_INPUT_FRACTION:
             agreed = None
-            note = (f"the runs waited on input up to {max(shares):.0%} of the time, which hides a "
-                    "change in compute: measure it with data_source='memory'")
+            note = _hidden_by_input(runs, max(shares))
         return Check(self.claim, expected, cmp, agreed, cmp.text(), note)
 
 
