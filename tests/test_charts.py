@@ -347,3 +347,54 @@ def test_held_out_curves_draw_the_training_set_dashed_and_the_held_out_set_solid
     assert legend_labels(ax) == ["adamw: training set", "adamw: held out"]
     assert [line.get_linestyle() for line in ax.lines] == ["--", "-"]
     assert list(ax.lines[1].get_ydata()) == [2.0, 2.5, 3.0]
+
+
+# -- issue 18 ---------------------------------------------------------------------------------------------
+def _step_labels(result, width_in=9.0):
+    """Draw the utilization panel as the run chart does; the top axis's shown labels and their extents."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = Figure(figsize=(width_in, 5.6), dpi=96, layout="constrained")
+    _, bottom = fig.subplots(2, 1, height_ratios=[3, 2])
+    charts.draw_utilization(bottom, result)
+    FigureCanvasAgg(fig).draw()
+    top = bottom.child_axes[0]
+    labels = [t for t in top.xaxis.get_ticklabels() if t.get_visible() and t.get_text()]
+    return [t.get_text() for t in labels], sorted((t.get_window_extent().x0, t.get_window_extent().x1)
+                                                  for t in labels)
+
+
+@pytest.mark.parametrize("n, warmup_s", [(300, 60.0), (1200, 0.1)])
+def test_step_labels_never_overlap_and_stay_few(n, warmup_s):
+    """A long warm-up squeezed 8 labels into a few pixels; a long run keeps a bounded count."""
+    run = fakes.make_result(RunConfig(), step_s=0.01, n=n, warmup_s=(warmup_s,), gpus=0,
+                            fingerprint={"cpu_count": 2})
+    texts, spans = _step_labels(run)
+    assert texts[0] == "1" and 1 <= len(texts) <= 12
+    assert all(b[0] >= a[1] for a, b in zip(spans, spans[1:])), spans
+    assert all(t.isdigit() and 1 <= int(t) <= n for t in texts)
+
+
+def test_the_loss_beside_the_previous_run_names_both_and_the_gap():
+    adam = fakes.make_result(RunConfig(), n=8, losses=(2.0,) * 6 + (1.0,) * 2)
+    sgd = fakes.make_result(RunConfig(optimizer="sgd"), n=8, losses=(2.0,) * 6 + (1.5,) * 2)
+    ax = Figure().subplots()
+    charts.draw_loss_beside(ax, sgd, adam, number=2, previous_number=1)
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["#1 (previous run): optimizer=adam", "#2 optimizer=sgd"]
+    assert ax.get_title(loc="left") == ("training loss: #2 beside #1 \u2014 final loss 1.5 vs 1 for #1 "
+                                        "(+0.5, higher) after 8 steps")
+    assert [len(line.get_xdata()) for line in ax.get_lines() if line.get_label().startswith("#")] == [8, 8]
+    assert charts.loss_beside_png(sgd, adam, number=2, previous_number=1)[:4] == b"\x89PNG"
+    empty = Figure().subplots()
+    charts.draw_loss_beside(empty, fakes.make_result(), fakes.make_result(), number=2, previous_number=1)
+    assert not empty.axison
+
+
+def test_the_comparison_chart_says_per_example_when_batches_differ():
+    b64 = fakes.make_result(RunConfig(batch_size=64), step_times_s=tuple(0.0492 * (1 + 0.002 * (i % 3)) for i in range(20)))
+    b128 = fakes.make_result(RunConfig(batch_size=128), step_times_s=tuple(0.0812 * (1 + 0.002 * (i % 3)) for i in range(20)))
+    ax = Figure().subplots()
+    charts.draw_comparison(ax, [b64, b128])
+    texts = [t.get_text() for t in ax.texts]
+    assert any("per example: 1.21x faster than #1 (the baseline) (batch 128 vs 64)" in t for t in texts), texts

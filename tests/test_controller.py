@@ -186,17 +186,18 @@ def test_progress_says_stopping_once_a_stop_is_asked():
 
 
 def test_the_suggestion_is_applied_with_its_note():
-    bench, runner, events = make(FakeRunner(input_wait_s=0.05))          # half of each step waits
-    assert bench.suggestion() is None
+    inputs = {name: Box(False) for name in ("prefetch", "interleave", "parallel_map")}
+    bench, runner, events = make(FakeRunner(input_wait_s=0.05), inputs={**inputs, "steps": Box("6", steps_text)})
+    assert bench.suggestion() is None                                    # half of each step waits, below
     with pytest.raises(ValueError, match="no suggestion"):
         bench.apply_suggestion()
     first = bench.run()
-    field, value, why = bench.suggestion()
-    assert (field, value) == ("prefetch", True)
+    field, value, why = bench.suggestion()                      # an input-pipeline knob (tfwb.diagnosis says which)
+    assert field in ("prefetch", "interleave", "parallel_map") and value is True
     bench.click(apply=True)                                     # what the Apply button does
-    assert runner.calls[-1] == first.config.replace(prefetch=True)
-    note = f"Applied the suggestion prefetch=True ({why})."
-    assert events.seen[-2][1][2] == note and bench.inputs["prefetch"].value is True
+    assert runner.calls[-1] == first.config.replace(**{field: value})
+    note = f"Applied the suggestion {field}=True ({why})."
+    assert events.seen[-2][1][2] == note and bench.inputs[field].value is True
 
 
 def test_a_resumed_history_and_its_skipped_lines(tmp_path):
@@ -251,3 +252,31 @@ def test_the_runner_gets_progress_and_the_stop_flag():
 
     bench = WorkbenchController(BASE, runner=runner)
     assert bench.run().ok and seen == [["Progress", "StopFlag"]]
+
+
+# -- issue 18 ---------------------------------------------------------------------------------------------
+def test_the_baseline_label_does_not_carry_over_to_runs_with_other_knobs():
+    """Chapter 06: every run kept the baseline's label "images, knobs off", interleave and prefetch on too."""
+    bench, runner, _ = make(baseline=BASE.replace(label="images, knobs off"))
+    assert bench.run().config.label == "images, knobs off"              # the baseline's knobs: its label
+    bench.inputs["prefetch"].value = True                               # a knob changed after the label
+    assert bench.config().label == ""
+    assert bench.run().config.label == "" and bench.run(interleave=True).config.label == ""
+    assert bench.run(label="interleave + prefetch").config.label == "interleave + prefetch"
+    assert bench.run().config.label == ""                               # a given label names its run only
+    bench.reset()
+    assert bench.run().config.label == "images, knobs off"              # the baseline's knobs again
+    assert [c.label for c in runner.calls] == ["images, knobs off", "", "", "interleave + prefetch", "",
+                                               "images, knobs off"]
+
+
+def test_totals_count_steps_not_calls_under_steps_per_execution():
+    """131/131 read where 144 steps ran: steps round up to whole calls of steps_per_execution."""
+    cfg = RunConfig(steps=128, warmup_steps=3, steps_per_execution=16)
+    bench, runner, events = make(baseline=cfg, inputs={})
+    result = bench.run()
+    progress = [d for name, d in events.seen if name == "progress"]
+    assert progress[-1] == (144, 144, False) and progress[0] == (16, 144, False)
+    assert result.steps_done == 144
+    from tfwb.ui.controller import total_steps
+    assert total_steps(cfg) == 144 and total_steps(BASE) == 8

@@ -1,5 +1,6 @@
 """tfwb.report: history rows, the text table and the HTML table, against exact strings."""
 import dataclasses
+import re
 import subprocess
 import sys
 
@@ -55,7 +56,7 @@ def test_rows_carry_numbers_verdicts_and_errors(results):
     assert first["error"] is None
     assert fast["verdict"] == "2.00x faster" and fast["speedup"] == pytest.approx(2.0)
     assert fast["changes"] == "prefetch=True, cache=True"
-    assert repeat["verdict"] == "0.99x: no significant difference"
+    assert repeat["verdict"] == "1.01x slower: no significant difference"   # never a bare 0.99x
     assert oom["status"] == "failed" and oom["error"] == "ResourceExhaustedError: OOM"
     assert oom["median_ms"] is None and oom["verdict"] == "" and oom["bottleneck"] == ""
 
@@ -80,23 +81,28 @@ def test_pick_baseline_prefers_a_run_of_the_baseline_config(results):
 
 def test_too_few_steps_says_so():
     rows = report.history_rows([ok(RunConfig(), (0.1, 0.1), 0.0), ok(RunConfig(prefetch=True), (0.05, 0.05), 0.0)])
-    assert rows[1]["verdict"] == "2.00x: too few steps to tell"
+    assert rows[1]["verdict"] == "2.00x faster: too few steps to tell"
 
 
 def test_format_table_exact(results):
-    assert report.format_table(report.history_rows(results)) == (
+    rows = report.history_rows(results)
+    slow, fast = rows[0]["bottleneck"], rows[1]["bottleneck"]     # the diagnosis's words (tfwb.diagnosis)
+    assert slow.startswith("highly input-bound (input wait 30%)") and fast == "not input-bound (input wait 2%)"
+    error = "error: ResourceExhaustedError: OOM"
+    rule = "-" * max(len(slow), len(fast), len(error))
+    assert report.format_table(rows) == (
         "#  status  changes vs baseline        median ms      IQR ms  examples/s  input wait  vs baseline        "
-        "               vs previous run      diagnosis\n"
+        "                      vs previous run      diagnosis\n"
         "-  ------  -------------------------  ---------  ----------  ----------  ----------  -------------------"
-        "-------------  -------------------  " + "-" * 54 + "\n"
+        "--------------------  -------------------  " + rule + "\n"
         "1  ok      baseline                       100.0  98.0-102.0         640         30%  baseline           "
-        "                                    highly input-bound (input wait 30%): try prefetch=True\n"
+        "                                           " + slow + "\n"
         "2  ok      prefetch=True, cache=True       50.0   49.0-51.0       1,280          2%  2.00x faster       "
-        "               vs #1: 2.00x faster  not input-bound (input wait 2%)\n"
-        "3  ok      baseline                       101.0  99.0-103.0         634         30%  0.99x: no significa"
-        "nt difference  vs #2: 2.02x slower  highly input-bound (input wait 30%): try prefetch=True\n"
+        "                      vs #1: 2.00x faster  " + fast + "\n"
+        "3  ok      baseline                       101.0  99.0-103.0         634         30%  1.01x slower: no si"
+        "gnificant difference  vs #2: 2.02x slower  " + slow + "\n"
         "4  failed  batch_size=4096                                                                              "
-        "                                    error: ResourceExhaustedError: OOM")
+        "                                           " + error)
 
 
 def test_format_table_shows_labels_only_when_some_run_has_one():
@@ -131,12 +137,12 @@ def test_html_table_marks_baseline_and_verdicts(results):
     text = report.html_table(report.history_rows(results))
     assert text.count("<tr class=") == 4
     assert '<tr class="tfwb-row-ok tfwb-row-baseline" style="font-weight:bold">' in text
-    assert ">2.00x faster<" in text and ">0.99x: no significant difference<" in text
+    assert ">2.00x faster<" in text and ">1.01x slower: no significant difference<" in text
     assert '<tr class="tfwb-row-failed" style="color:#c00">' in text
     # Each verdict is coloured by its own comparison: #3 is no different from the
     # baseline (grey) but 2.02x slower than #2 (orange).
     assert f'color:{report.FASTER_COLOR}">2.00x faster<' in text
-    assert f'color:{report.SAME_COLOR}">0.99x: no significant difference<' in text
+    assert f'color:{report.SAME_COLOR}">1.01x slower: no significant difference<' in text
     assert f'color:{report.SLOWER_COLOR}">vs #2: 2.02x slower<' in text
     assert '<caption style="caption-side:bottom' in text and "Run-to-run noise: \u00b1" in text
 
@@ -221,8 +227,63 @@ def test_identical_runs_that_drift_are_no_significant_difference():
 
 
 def test_a_15_percent_change_beyond_the_noise_is_detected():
-    runs = [ok(RunConfig(), steps(0.100), 0.0), ok(RunConfig(batch_size=74), steps(0.115), 0.0)]
+    runs = [ok(RunConfig(), steps(0.100), 0.0), ok(RunConfig(shuffle_buffer=74), steps(0.115), 0.0)]
     assert report.history_rows(runs)[1]["verdict"] == "1.15x slower"
+
+
+# -- issue 18: batch sizes differ -> time per example; ratios with a direction; who "the baseline" is --------
+def test_runs_with_different_batches_compare_time_per_example():
+    """Chapter 03: batch 128 at 81.2 ms a step against batch 64 at 49.2 ms read "1.65x slower"
+    while it trained on 1.2x more examples a second."""
+    b64 = ok(RunConfig(batch_size=64), steps(0.0492), 0.0)
+    b128 = ok(RunConfig(batch_size=128), steps(0.0812), 0.0)
+    rows = report.history_rows([b64, b128])
+    assert rows[1]["verdict"] == "per example: 1.21x faster (batch 128 vs 64)"
+    assert rows[1]["prev_verdict"] == "per example: 1.21x faster (batch 128 vs 64)"
+    assert rows[1]["comparison"] == "faster" and rows[1]["per_example"] and rows[1]["prev_per_example"]
+    assert rows[1]["speedup"] == pytest.approx(2 * 0.0492 / 0.0812)
+    assert "vs #1: per example: 1.21x faster (batch 128 vs 64)" in report.format_table(rows)
+    same = report.history_rows([b64, ok(RunConfig(batch_size=64, prefetch=True), steps(0.0812), 0.0)])
+    assert same[1]["verdict"] == "1.65x slower" and not same[1]["per_example"]
+
+
+def test_no_ratio_prints_bare():
+    """0.84x must read 1.19x slower, in every verdict of the table."""
+    base = ok(RunConfig(), steps(0.100), 0.0)
+    close = ok(RunConfig(prefetch=True), steps(0.119), 0.0)         # 0.84x: 1.19x slower
+    near = ok(RunConfig(cache=True), steps(0.105), 0.0)             # 0.95x: within the noise
+    rows = report.history_rows([base, close, near])
+    text = report.format_table(rows) + report.html_table(rows)
+    assert rows[2]["verdict"] == "1.05x slower: no significant difference (within \u00b110 % run-to-run noise)"
+    assert not re.search(r"\b0\.\d\dx", text), text
+
+
+def test_not_comparable_names_the_previous_run_as_the_previous_run():
+    base = with_load(ok(RunConfig(), steps(0.100), 0.0), 10.0)
+    second = with_load(ok(RunConfig(prefetch=True), steps(0.100), 0.0), 10.0)
+    busy = with_load(ok(RunConfig(cache=True), steps(0.180), 0.0), 50.0)
+    row = report.history_rows([base, second, busy])[2]
+    assert row["prev_verdict"] == ("1.80x slower: not comparable (other programs used 10 % of the CPU during "
+                                   "the previous run (#2), 50 % during this run)")
+    assert row["verdict"].endswith("during the baseline, 50 % during this run)")
+    after_base = report.history_rows([base, busy])[1]
+    assert "during the baseline (#1), 50 %" in after_base["prev_verdict"]
+
+
+def test_a_change_of_arithmetic_gets_the_final_loss_gap_beside_the_speed():
+    adam = make_result(RunConfig(), step_times_s=steps(0.1), losses=(2.0,) * 15 + (1.0,) * 5)
+    sgd = make_result(RunConfig(optimizer="sgd"), step_times_s=steps(0.1), losses=(2.0,) * 15 + (1.5,) * 5)
+    fetch = make_result(RunConfig(optimizer="sgd", prefetch=True), step_times_s=steps(0.05),
+                        losses=(2.0,) * 15 + (1.5,) * 5)
+    rows = report.history_rows([adam, sgd, fetch])
+    assert rows[1]["prev_arithmetic"] == ["optimizer"]
+    assert rows[1]["loss_note"] == "final loss 1.5 vs 1 for #1 (+0.5, higher) after 20 steps"
+    assert rows[2]["loss_note"] == "" and rows[2]["prev_arithmetic"] == []       # prefetch: same arithmetic
+    table = report.format_table(rows)
+    assert "loss vs previous run" in table and "final loss 1.5 vs 1 for #1 (+0.5, higher)" in table
+    assert "loss vs previous run" not in report.format_table(report.history_rows([sgd, fetch]))
+    assert {"learning_rate", "clip", "optimizer", "mixed_precision", "jit_compile"} <= set(report.ARITHMETIC_KNOBS)
+    assert not {"prefetch", "batch_size", "steps", "label"} & set(report.ARITHMETIC_KNOBS)
 
 
 def with_load(result, other_pct, cores=2, size=None):
@@ -254,7 +315,7 @@ def test_a_slowdown_while_other_programs_were_busier_is_not_comparable():
     busy = with_load(ok(RunConfig(), steps(0.180), 0.0), 50.0)
     row = report.history_rows([quiet, busy])[1]
     assert row["comparison"] == "not comparable"
-    assert row["verdict"] == ("0.56x: not comparable (other programs used 10 % of the CPU during the "
+    assert row["verdict"] == ("1.80x slower: not comparable (other programs used 10 % of the CPU during the "
                               "baseline, 50 % during this run)")
     assert row["other_cpu_pct"] == pytest.approx(50.0)
     cmp = report.compare_runs(quiet, busy)

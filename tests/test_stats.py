@@ -305,3 +305,19 @@ def test_compare_rounds_too_few_and_bad_input():
         stats.compare_rounds([], [])
     with pytest.raises(ValueError, match="positive"):
         stats.compare_rounds([1.0] * 6, [0.0] * 6)
+
+
+def test_a_ratio_never_prints_bare_when_directed():
+    """Issue 18: "0.84x" reads "1.19x slower"; the significant verdicts read as before."""
+    assert stats.ratio_text(0.84) == "1.19x slower"
+    assert stats.ratio_text(1.42) == "1.42x faster"
+    assert stats.ratio_text(1.004) == stats.ratio_text(0.996) == "1.00x"
+    near = compare([1.0] * 5 + [1.02] * 5, [1.05] * 5 + [1.07] * 5)
+    assert near.text() == "0.95x: no significant difference (within \u00b110 % run-to-run noise)"
+    assert near.text(directed=True) == "1.05x slower: no significant difference (within \u00b110 % run-to-run noise)"
+    assert compare([2.0] * 3, [1.0] * 3).text(directed=True) == "2.00x faster: too few steps to tell"
+    assert compare([2.0] * 9, [1.0] * 9).text(directed=True) == "2.00x faster"
+    busy = compare([1.0] * 5, [1.6] * 5, other_cpu_pct=(10, 50))
+    assert busy.text(directed=True, reference="the previous run (#3)") == (
+        "1.60x slower: not comparable (other programs used 10 % of the CPU during the previous run (#3), "
+        "50 % during this run)")

@@ -651,13 +651,13 @@ def test_apply_suggestion_sets_exactly_that_knob_and_runs():
     wb.knobs["optimizer"].value = "sgd"                                  # the user's own change stays
     first = wb.run()
     field, value, why = wb.suggestion()
-    assert (field, value) == ("prefetch", True)
-    assert not wb.apply_button.disabled and "prefetch=True" in wb.apply_button.description
+    assert (field, value) == ("interleave", True)                       # files behind a read latency (issue 18)
+    assert not wb.apply_button.disabled and "interleave=True" in wb.apply_button.description
     result = wb.apply_suggestion()
     assert result is wb.results[-1]
-    assert result.config == first.config.replace(prefetch=True)          # that knob, nothing else
-    assert wb.knobs["prefetch"].value is True
-    assert "Applied the suggestion prefetch=True" in wb.status.value
+    assert result.config == first.config.replace(interleave=True)       # that knob, nothing else
+    assert wb.knobs["interleave"].value is True
+    assert "Applied the suggestion interleave=True" in wb.status.value
 
 
 def test_the_apply_button_does_what_apply_suggestion_does():
@@ -676,3 +676,37 @@ def test_no_suggestion_after_a_failed_run():
     runner.fail = True
     wb.run()
     assert wb.suggestion() is None and wb.apply_button.disabled
+
+
+# -- issue 18: the Workbench tells the truth, rendered once headless --------------------------------------
+def test_the_workbench_says_per_example_drops_stale_labels_shows_loss_and_counts_steps():
+    import fakes
+
+    def step_time(cfg):                       # chapter 03's figures: batch 128 takes 81.2 ms, 64 takes 49.2
+        return 0.0812 if cfg.batch_size == 128 else 0.0492
+
+    def loss(cfg, step):                      # sgd ends higher than adam
+        return fakes.falling_loss(cfg, step, end=1.5 if cfg.optimizer == "sgd" else 1.0)
+
+    runner = fakes.FakeRunner(step_time=step_time, loss=loss)
+    wb = Workbench(RunConfig(steps=8, warmup_steps=2, label="images, knobs off"), runner=runner,
+                   hardware={"gpus": [], "cpu_count": 2})
+    wb.run()
+    assert wb.results[0].config.label == "images, knobs off"
+    wb.run(batch_size=128)
+    status, history = re.sub("<[^>]+>", "", text(wb.status)), text(wb.history)
+    assert wb.results[1].config.label == ""                            # not "images, knobs off" any more
+    assert "vs the previous run (#1): per example: 1.21x faster (batch 128 vs 64)" in status
+    assert "vs #1: per example: 1.21x faster (batch 128 vs 64)" in history
+    assert wb.loss_chart.layout.display == "none"                      # batch size: same arithmetic per step
+    wb.run(batch_size=64, optimizer="sgd")
+    status, history = re.sub("<[^>]+>", "", text(wb.status)), text(wb.history)
+    assert "final loss 1.657 vs 1.157 for #2 (+0.5, higher) after 8 steps" in status
+    assert "loss vs previous run" in history and "final loss 1.657 vs 1.157 for #2" in history
+    assert wb.loss_chart.layout.display is None and png(wb.loss_chart)[:4] == PNG
+    wb.run(steps_per_execution=4, optimizer="adam")                   # warm-up 2 -> 4 steps, 8 measured
+    assert text(wb.progress_text) == "12 / 12 steps: ok" and wb.progress.max == 12
+    assert [done for done, _ in runner.progress_seen[-3:]] == [4, 8, 12]
+    everything = text(wb.status) + text(wb.history)
+    assert not re.search(r"\b0\.\d\dx", everything), everything        # no bare ratio
+    assert "images, knobs off" not in [r.config.label for r in wb.results[1:]]

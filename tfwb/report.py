@@ -6,7 +6,11 @@ baseline and with the run before it, ``format_table`` renders them as fixed-widt
 text and ``html_table`` as escaped HTML. ``noise_band`` learns this machine's
 run-to-run noise from repeated identical runs in the history, and ``short_changes``
 names a run by the knobs that set it apart (for chart labels); ``loss_gap`` says how far
-two runs' losses drifted apart step by step. The colours of
+two runs' losses drifted apart step by step. Two runs with different global batches are
+compared by their time per training example, not per step (``compare_runs``), and said so;
+a run whose knobs change the arithmetic (``ARITHMETIC_KNOBS``) against the run before it
+gets the final-loss gap beside its speed (``loss_note``). Ratios are never bare: a verdict
+says which way it points (``stats.ratio_text``). The colours of
 verdicts and failures are defined here, once. Pure: no TensorFlow,
 no matplotlib, no ipywidgets, no IPython; the same inputs always give the same
 output, so a notebook cell showing a table of fixed results can be checked by nbval.
@@ -17,7 +21,7 @@ import html
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from tfwb import stats
-from tfwb.config import RunConfig
+from tfwb.config import KNOBS, RunConfig
 from tfwb.diagnosis import diagnose
 from tfwb.records import RunResult
 
@@ -34,6 +38,7 @@ COLUMNS: Tuple[Tuple[str, str], ...] = (
     ("input_wait_pct", "input wait"),
     ("verdict", "vs baseline"),
     ("prev_verdict", "vs previous run"),
+    ("loss_note", "loss vs previous run"),
     ("diagnosis", "diagnosis"),
 )
 _RIGHT_ALIGNED = frozenset({"index", "median_ms", "iqr_ms", "examples_per_s", "input_wait_pct"})
@@ -47,6 +52,26 @@ FASTER_COLOR = "#1a7f37"       # significantly faster than what it is compared w
 SLOWER_COLOR = "#c4570c"       # significantly slower (orange: red means failed)
 SAME_COLOR = "#6e6e6e"         # no significant difference, or nothing to compare
 VERDICT_COLORS = {stats.FASTER: FASTER_COLOR, stats.SLOWER: SLOWER_COLOR}
+
+
+#: Knobs whose change alters what the training step computes, not only how fast: every knob
+#: of role ``"compute"`` (precision, graph mode, XLA, steps per call) and the optimizer row
+#: (optimizer, learning rate, clipping, weight decay; role ``"run"``). A run that differs from
+#: the run before it in one of them gets its loss shown beside that run's.
+ARITHMETIC_KNOBS: Tuple[str, ...] = tuple(n for n, k in KNOBS.items()
+                                          if k.role == "compute" or k.group == "optimizer")
+
+
+def arithmetic_changes(config: RunConfig, reference: Optional[RunConfig]) -> List[str]:
+    """The ``ARITHMETIC_KNOBS`` in which ``config`` differs from ``reference``, in declaration order.
+
+    Example:
+        >>> arithmetic_changes(RunConfig(optimizer="sgd", prefetch=True), RunConfig())
+        ['optimizer']
+    """
+    if reference is None:
+        return []
+    return [name for name in config.diff(reference) if name in ARITHMETIC_KNOBS]
 
 
 def verdict_color(kind: Optional[str]) -> str:
@@ -186,9 +211,31 @@ def noise_band(results: Sequence[RunResult], *,
     return stats.learn_noise(list(groups.values()), default=default)
 
 
+def per_example(baseline: RunResult, candidate: RunResult) -> bool:
+    """Whether two runs compare by time per training example: their global batches differ.
+
+    A step of 128 examples takes longer than one of 64 and may still train faster; only
+    the time per example says which run gets through the data sooner.
+
+    Example:
+        >>> per_example(RunResult(config=RunConfig(batch_size=64)), RunResult(config=RunConfig(batch_size=128)))
+        True
+    """
+    return baseline.config.batch_size != candidate.config.batch_size
+
+
+def _times(result: RunResult, by_example: bool) -> List[float]:
+    if not by_example:
+        return list(result.step_times_s)
+    return [t / result.config.batch_size for t in result.step_times_s]
+
+
 def compare_runs(baseline: RunResult, candidate: RunResult, *,
                  noise: Optional[stats.NoiseBand] = None) -> Optional[stats.Comparison]:
     """``stats.compare`` of two finished runs, with the CPU share other programs used in each.
+
+    Runs with the same global batch compare step times; runs whose batches differ
+    (``per_example``) compare each step's time divided by its batch: time per example.
 
     Args:
         baseline, candidate: RunResults.
@@ -204,11 +251,77 @@ def compare_runs(baseline: RunResult, candidate: RunResult, *,
     """
     if not baseline.step_times_s or not candidate.step_times_s:
         return None
+    by_example = per_example(baseline, candidate)
     try:
-        return stats.compare(baseline.step_times_s, candidate.step_times_s, noise=noise,
+        return stats.compare(_times(baseline, by_example), _times(candidate, by_example), noise=noise,
                              other_cpu_pct=(other_cpu_pct(baseline), other_cpu_pct(candidate)))
     except ValueError:
         return None
+
+
+def verdict_text(comparison: stats.Comparison, baseline: RunResult, candidate: RunResult,
+                 reference: str = "the baseline") -> str:
+    """The words for ``compare_runs(baseline, candidate)``: the ratio with its direction, and
+    "per example" with both batches when the batches differ.
+
+    Args:
+        comparison: ``compare_runs(baseline, candidate)``.
+        baseline, candidate: the two runs.
+        reference: how ``baseline`` is named (``"the previous run (#3)"``).
+
+    Example:
+        >>> a = RunResult(config=RunConfig(batch_size=64), step_times_s=(0.049,) * 9)
+        >>> b = RunResult(config=RunConfig(batch_size=128), step_times_s=(0.081,) * 9)
+        >>> verdict_text(compare_runs(a, b), a, b)
+        'per example: 1.21x faster (batch 128 vs 64)'
+    """
+    text = comparison.text(directed=True, reference=reference)
+    if per_example(baseline, candidate):
+        text = (f"per example: {text} (batch {candidate.config.batch_size} "
+                f"vs {baseline.config.batch_size})")
+    return text
+
+
+def final_loss_gap(previous: RunResult, result: RunResult) -> Optional[Tuple[float, float, int]]:
+    """``(previous's final loss, this run's, steps)`` over the measured steps both ran.
+
+    Each final loss is ``RunResult.final_loss(steps)`` (the mean of the last quarter of
+    the losses), ``steps`` the measured training steps with a loss of the shorter run.
+
+    Returns:
+        The triple, or ``None`` when either run has no loss.
+
+    Example:
+        >>> a = RunResult(config=RunConfig(), losses=(2.0, 1.0))
+        >>> final_loss_gap(a, RunResult(config=RunConfig(), losses=(2.0, 1.5)))
+        (1.0, 1.5, 2)
+    """
+    steps = min(len(run.losses) * max(1, run.steps_per_call) for run in (previous, result))
+    if not steps:
+        return None
+    a, b = previous.final_loss(steps), result.final_loss(steps)
+    if a is None or b is None:
+        return None
+    return a, b, steps
+
+
+def loss_note(previous: RunResult, result: RunResult, previous_index: int) -> str:
+    """The final-loss gap between a run and the run before it, in words (``""`` without losses).
+
+    Example:
+        >>> a = RunResult(config=RunConfig(), losses=(2.0, 1.0))
+        >>> loss_note(a, RunResult(config=RunConfig(optimizer="sgd"), losses=(2.0, 1.5)), 3)
+        'final loss 1.5 vs 1 for #3 (+0.5, higher) after 2 steps'
+    """
+    gap = final_loss_gap(previous, result)
+    if gap is None:
+        return ""
+    a, b, steps = gap
+    if a != a or b != b:
+        return f"final loss {b:.4g} vs {a:.4g} for #{previous_index} (not finite) after {steps} steps"
+    diff = b - a
+    way = "higher" if diff > 0 else "lower" if diff < 0 else "the same"
+    return f"final loss {b:.4g} vs {a:.4g} for #{previous_index} ({diff:+.3g}, {way}) after {steps} steps"
 
 
 def loss_gap(a: RunResult, b: RunResult) -> Optional[float]:
@@ -291,15 +404,20 @@ def history_rows(results: Sequence[RunResult], baseline: Optional[RunResult] = N
         ``status``, ``changes`` (``"prefetch=True, cache=True"`` or ``"baseline"``),
         ``median_ms``, ``q1_ms``, ``q3_ms``, ``iqr_ms`` (q3 - q1),
         ``examples_per_s``, ``input_wait_pct`` (0-100), ``speedup`` (baseline
-        median / this median), ``verdict`` (``"baseline"``, ``"1.42x faster"``,
-        ``"1.03x: no significant difference"``, or ``""``), ``comparison`` (the
+        median / this median; per example when the batches differ), ``verdict``
+        (``"baseline"``, ``"1.42x faster"``, ``"1.03x slower: no significant difference"``,
+        ``"per example: 1.21x faster (batch 128 vs 64)"``, or ``""``), ``comparison`` (the
         verdict's kind: ``stats.FASTER``, ``stats.SLOWER``, ``stats.NO_DIFFERENCE``,
         ``stats.NOT_COMPARABLE``, ``stats.TOO_FEW``, ``"baseline"`` or ``None``),
         ``is_baseline``;
         the same against the previous finished run of the same size: ``previous``
         (its index, or ``None``), ``prev_changes`` (``format_changes`` against it;
         ``"no change"`` when equal), ``prev_speedup``, ``prev_verdict``,
-        ``prev_comparison``; ``noise_pct``, ``noise_learned`` and ``noise_text`` (the
+        ``prev_comparison``, ``prev_per_example`` (True when the two batches differ and the
+        verdict compares time per example), ``prev_arithmetic`` (the ``ARITHMETIC_KNOBS``
+        that changed against it) and ``loss_note`` (``loss_note`` when they did, else
+        ``""``); ``per_example`` likewise against the baseline;
+        ``noise_pct``, ``noise_learned`` and ``noise_text`` (the
         band used); ``other_cpu_pct`` (the CPU share other programs took during the
         run, ``None`` when unknown);
         ``bottleneck`` (the diagnosis headline; ``""`` for runs that did not
@@ -325,7 +443,7 @@ def history_rows(results: Sequence[RunResult], baseline: Optional[RunResult] = N
     for i, result in enumerate(results, 1):
         previous = _previous(results, i - 1)
         row = _row(i, result, baseline, baseline_config, noise)
-        row.update(_versus_previous(result, previous, results, noise))
+        row.update(_versus_previous(result, previous, results, noise, baseline))
         rows.append(row)
     return rows
 
@@ -340,19 +458,26 @@ def _previous(results: Sequence[RunResult], position: int) -> Optional[RunResult
 
 
 def _versus_previous(result: RunResult, previous: Optional[RunResult], results: Sequence[RunResult],
-                     noise: stats.NoiseBand) -> Dict[str, Any]:
+                     noise: stats.NoiseBand, baseline: Optional[RunResult]) -> Dict[str, Any]:
     out: Dict[str, Any] = {"previous": None, "prev_changes": "", "prev_speedup": None, "prev_verdict": "",
-                           "prev_comparison": None}
+                           "prev_comparison": None, "prev_per_example": False, "prev_arithmetic": [],
+                           "loss_note": ""}
     if previous is None:
         return out
-    out["previous"] = next(i for i, r in enumerate(results, 1) if r is previous)
+    index = next(i for i, r in enumerate(results, 1) if r is previous)
+    out["previous"] = index
     diff = format_changes(result.config, previous.config)
     out["prev_changes"] = SAME_TEXT if diff == BASELINE_TEXT else diff
     if result.ok:
         comparison = compare_runs(previous, result, noise=noise)
         if comparison is not None:
-            out.update(prev_speedup=comparison.speedup, prev_verdict=comparison.text(),
-                       prev_comparison=comparison.verdict)
+            name = f"the baseline (#{index})" if previous is baseline else f"the previous run (#{index})"
+            out.update(prev_speedup=comparison.speedup, prev_comparison=comparison.verdict,
+                       prev_verdict=verdict_text(comparison, previous, result, name),
+                       prev_per_example=per_example(previous, result))
+        changed = arithmetic_changes(result.config, previous.config)
+        if changed:
+            out.update(prev_arithmetic=changed, loss_note=loss_note(previous, result, index))
     return out
 
 
@@ -361,7 +486,7 @@ def _row(index: int, result: RunResult, baseline: Optional[RunResult],
     spread = result.spread
     wait = result.input_wait_fraction
     is_baseline = baseline is not None and result is baseline
-    speedup, verdict, kind = None, "", None
+    speedup, verdict, kind, by_example = None, "", None, False
     if is_baseline:
         speedup, verdict, kind = 1.0, BASELINE_TEXT, BASELINE_TEXT
     elif baseline is not None and result.ok and None not in (_size(baseline), _size(result)) \
@@ -370,7 +495,8 @@ def _row(index: int, result: RunResult, baseline: Optional[RunResult],
     elif baseline is not None and result.ok:
         comparison = compare_runs(baseline, result, noise=noise)
         if comparison is not None:
-            speedup, verdict, kind = comparison.speedup, comparison.text(), comparison.verdict
+            speedup, verdict, kind = comparison.speedup, verdict_text(comparison, baseline, result), comparison.verdict
+            by_example = per_example(baseline, result)
     ok = result.ok
     return {
         "index": index,
@@ -386,6 +512,7 @@ def _row(index: int, result: RunResult, baseline: Optional[RunResult],
         "speedup": speedup,
         "verdict": verdict,
         "comparison": kind,
+        "per_example": by_example,
         "is_baseline": is_baseline,
         "noise_pct": noise.pct,
         "noise_learned": noise.learned,
@@ -423,18 +550,22 @@ def format_cells(row: Dict[str, Any]) -> Dict[str, str]:
         "input_wait_pct": "" if row.get("input_wait_pct") is None else f"{row['input_wait_pct']:.0f}%",
         "verdict": row.get("verdict") or "",
         "prev_verdict": f"vs #{row['previous']}: {row['prev_verdict']}" if row.get("prev_verdict") else "",
+        "loss_note": row.get("loss_note") or "",
         "diagnosis": diagnosis,
     }
 
 
 def _columns(rows: Sequence[Dict[str, Any]]) -> Tuple[Tuple[str, str], ...]:
-    """COLUMNS, without ``label`` when no run has one and without ``vs previous run``
-    when no run has a previous one to compare with."""
+    """COLUMNS, without ``label`` when no run has one, without ``vs previous run``
+    when no run has a previous one to compare with, and without ``loss vs previous run``
+    when no run changed the arithmetic against the run before it."""
     drop = set()
     if not any(row.get("label") for row in rows):
         drop.add("label")
     if not any(row.get("prev_verdict") for row in rows):
         drop.add("prev_verdict")
+    if not any(row.get("loss_note") for row in rows):
+        drop.add("loss_note")
     return tuple(c for c in COLUMNS if c[0] not in drop)
 
 

@@ -226,6 +226,25 @@ def load_factor(other_cpu_pct: Tuple[float, float]) -> float:
     return ((100.0 - quiet) / (100.0 - busy)) ** 2
 
 
+def ratio_text(speedup: float) -> str:
+    """A ratio of two times in words, never bare: which way it points, and how far.
+
+    Args:
+        speedup: reference time / candidate time (> 1: the candidate is faster).
+
+    Returns:
+        ``"1.42x faster"``, ``"1.19x slower"`` (for 0.84), or ``"1.00x"`` when the ratio is
+        1 to two decimals either way.
+
+    Example:
+        >>> ratio_text(1.42), ratio_text(0.84), ratio_text(0.999)
+        ('1.42x faster', '1.19x slower', '1.00x')
+    """
+    if f"{speedup:.2f}" == "1.00" or f"{1.0 / speedup:.2f}" == "1.00":
+        return "1.00x"
+    return f"{speedup:.2f}x faster" if speedup > 1 else f"{1.0 / speedup:.2f}x slower"
+
+
 @dataclass(frozen=True)
 class Comparison:
     """How a candidate run compares with a baseline run.
@@ -255,18 +274,37 @@ class Comparison:
     def significant(self) -> bool:
         return self.verdict in (FASTER, SLOWER)
 
-    def text(self) -> str:
-        """e.g. ``"1.42x faster"``, ``"1.03x: no significant difference"``,
-        ``"1.08x: no significant difference (within ±10 % run-to-run noise)"`` or
-        ``"0.55x: not comparable (other programs used 10 % of the CPU during the
-        baseline, 50 % during this run)"``."""
+    def text(self, *, directed: bool = False, reference: str = "the baseline") -> str:
+        """The verdict in words.
+
+        Args:
+            directed: say which way a ratio that is not significant points (``"1.19x
+                slower: no significant difference"``) instead of the bare ratio
+                (``"0.84x: ..."``); the Workbench and the history tables use it.
+            reference: what the candidate was compared with, as a "not comparable" text
+                names it (``"the previous run (#3)"``).
+
+        Returns:
+            e.g. ``"1.42x faster"``, ``"1.03x: no significant difference"``,
+            ``"1.08x: no significant difference (within ±10 % run-to-run noise)"`` or
+            ``"0.55x: not comparable (other programs used 10 % of the CPU during the
+            baseline, 50 % during this run)"``; with ``directed`` the ratio reads
+            ``"1.03x faster: ..."`` / ``"1.82x slower: ..."`` (``"1.00x"`` when it is 1 to
+            two decimals).
+
+        Example:
+            >>> c = compare([1.0, 1.1, 1.2, 1.3, 1.4], [1.1, 1.2, 1.3, 1.4, 1.5])
+            >>> c.text(), c.text(directed=True)
+            ('0.92x: no significant difference', '1.08x slower: no significant difference')
+        """
         if self.significant:
             factor = self.speedup if self.verdict == FASTER else 1.0 / self.speedup
             return f"{factor:.2f}x {self.verdict}"
-        text = f"{self.speedup:.2f}x: {self.verdict}"
+        head = ratio_text(self.speedup) if directed else f"{self.speedup:.2f}x"
+        text = f"{head}: {self.verdict}"
         if self.verdict == NOT_COMPARABLE and self.other_cpu_pct is not None:
             b, c = self.other_cpu_pct
-            text += f" (other programs used {b:.0f} % of the CPU during the baseline, {c:.0f} % during this run)"
+            text += f" (other programs used {b:.0f} % of the CPU during {reference}, {c:.0f} % during this run)"
         elif self.within_noise:
             whose = "this machine's " if self.noise.learned else ""
             text += f" (within {whose}\u00b1{self.noise.pct:.0f} % run-to-run noise)"

@@ -39,7 +39,7 @@ from tfwb.observers import Observer, Progress, StopFlag
 from tfwb.records import RunResult
 
 __all__ = ["WorkbenchController", "ControllerEvents", "KnobInput", "Runner", "STOP_REASON",
-           "INTERRUPT_REASON", "applied_note"]
+           "INTERRUPT_REASON", "applied_note", "total_steps"]
 
 STOP_REASON = "stopped by the user"          # + " (Stop button)", " (wb.stop())"
 INTERRUPT_REASON = "interrupted by the user"  # + " (kernel interrupt)", " (KeyboardInterrupt)"
@@ -86,6 +86,17 @@ class ControllerEvents:
 
     def on_idle(self) -> None:
         """No run is in progress any more: a new one can start."""
+
+
+def total_steps(cfg: RunConfig) -> int:
+    """Training steps a run of ``cfg`` runs, warm-up included: whole calls of
+    ``steps_per_execution`` steps (``RunConfig.calls``), as the runners count them.
+
+    Example:
+        >>> total_steps(RunConfig(warmup_steps=3, steps=128, steps_per_execution=16))
+        144
+    """
+    return sum(cfg.calls) * cfg.steps_per_execution
 
 
 def applied_note(suggestion: Tuple[str, Any, str]) -> str:
@@ -182,6 +193,10 @@ class WorkbenchController:
     def config(self) -> RunConfig:
         """The RunConfig the next run will use: the baseline with the knobs applied.
 
+        The baseline's label names the baseline's knobs: once a knob differs from the
+        baseline, the next run has no label (history tables and TensorBoard then name it by
+        what it changes), unless a label was given for that run (``run(label=...)``).
+
         Returns:
             ``baseline.replace(...)`` with every input's value, the fields without an input
             set through ``run(...)``, and the label given to the pending run.
@@ -192,11 +207,17 @@ class WorkbenchController:
         Example:
             >>> WorkbenchController(RunConfig(steps=3)).config() == RunConfig(steps=3)
             True
+            >>> bench = WorkbenchController(RunConfig(steps=3, label="knobs off"))
+            >>> bench.set_changes({"prefetch": True}).label
+            ''
         """
         changes = {**self._overrides, **self.knob_values()}
         if self._next_label is not None:
             changes["label"] = self._next_label
-        return self.baseline.replace(**changes)
+        cfg = self.baseline.replace(**changes)
+        if self._next_label is None and cfg.label and cfg.diff(self.baseline):
+            cfg = cfg.replace(label="")        # the baseline's label no longer describes these knobs
+        return cfg
 
     def set_changes(self, changes: Mapping[str, Any]) -> RunConfig:
         """Check ``changes`` against the current knobs, then take them: inputs show theirs.
@@ -220,6 +241,8 @@ class WorkbenchController:
             if label is not None:
                 merged["label"] = label
             cfg = self.baseline.replace(**merged)
+            if label is None and cfg.label and cfg.diff(self.baseline):
+                cfg = cfg.replace(label="")     # as config() does
         except ValueError as e:
             self.events.on_changes_refused(e)
             raise
@@ -415,7 +438,7 @@ class WorkbenchController:
             return result
         except KeyboardInterrupt:   # a runner that let it through: the run is still the user's stop
             reason = f"{INTERRUPT_REASON} (KeyboardInterrupt)"
-            total = cfg.warmup_steps + cfg.steps
+            total = total_steps(cfg)
             return RunResult(config=cfg, status="interrupted", stop_reason=reason,
                              error=f"{reason} after {self._progress_done} of {total} steps",
                              started_at=now_iso(), run_id=new_run_id())

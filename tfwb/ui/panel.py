@@ -1,8 +1,9 @@
 """The Workbench's renderer: the widgets, and what they show of a controller's runs.
 
 Owns the widget tree (header, knob rows, Run / Stop / Apply suggestion, the progress bar,
-the status line, the step-time / utilization / loss chart of the latest run, the
-comparison chart, the history table) and how each is drawn. It does nothing to runs:
+the status line, the step-time / utilization chart of the latest run, its loss beside the
+previous run's when the knobs that changed alter the arithmetic (``report.ARITHMETIC_KNOBS``),
+the comparison chart, the history table) and how each is drawn. It does nothing to runs:
 it is told what happens through ``tfwb.ui.controller.ControllerEvents`` and reads the
 controller back (``results``, ``baseline``, ``config()``, ``suggestion()``); the
 buttons are wired to the controller by ``tfwb.ui.workbench.Workbench``.
@@ -26,10 +27,10 @@ from tfwb.config import RunConfig
 from tfwb.diagnosis import expectations
 from tfwb.knobs import Knob
 from tfwb.records import RunResult
-from tfwb.ui.controller import ControllerEvents, WorkbenchController
+from tfwb.ui.controller import ControllerEvents, WorkbenchController, total_steps
 from tfwb.ui.controls import KnobControl, knob_rows, set_tooltip
 
-__all__ = ["WorkbenchPanel", "steps_done"]
+__all__ = ["WorkbenchPanel", "steps_done", "measured_text"]
 
 _RUN_TIP = "train with these settings and record the result"
 _STOP_TIP = "end the run after its current step (a kernel interrupt does the same)"
@@ -63,17 +64,39 @@ def _has_steps(result: RunResult) -> bool:
 
 
 def steps_done(result: RunResult) -> Tuple[int, int]:
-    """Training steps a result finished (warm-up included) and the steps it was asked for.
+    """Training steps a result finished (warm-up included) and the steps its run was to run.
+
+    Both count training steps, not calls: under ``steps_per_execution`` the steps round up
+    to whole calls (``RunConfig.calls``), as the runner runs them.
 
     Example:
         >>> steps_done(RunResult(config=RunConfig(steps=4, warmup_steps=2), warmup_times_s=(1.0, 0.1),
         ...                      step_times_s=(0.1,)))
         (3, 6)
+        >>> cfg = RunConfig(steps=128, warmup_steps=3, steps_per_execution=16)
+        >>> steps_done(RunResult(config=cfg, warmup_times_s=(1.0,), step_times_s=(0.1,) * 8, steps_per_call=16))
+        (144, 144)
     """
-    cfg = result.config
-    total = cfg.warmup_steps + cfg.steps
+    total = total_steps(result.config)
     calls = len(result.warmup_times_s) + len(result.step_times_s)
-    return min(total, calls * cfg.steps_per_execution), total
+    return min(total, calls * result.config.steps_per_execution), total
+
+
+def measured_text(result: RunResult) -> str:
+    """How many measured steps a result has, counted in steps and, under ``steps_per_execution``, calls.
+
+    Example:
+        >>> measured_text(RunResult(config=RunConfig(), step_times_s=(0.1,) * 36))
+        '36 measured step(s)'
+        >>> measured_text(RunResult(config=RunConfig(steps_per_execution=4), step_times_s=(0.1,) * 36,
+        ...                         steps_per_call=4))
+        '144 measured steps (36 calls of 4 steps)'
+    """
+    calls = len(result.step_times_s)
+    per = result.config.steps_per_execution
+    if per == 1:
+        return f"{calls} measured step(s)"
+    return f"{calls * per} measured steps ({calls} calls of {per} steps)"
 
 
 class WorkbenchPanel(ControllerEvents):
@@ -90,10 +113,11 @@ class WorkbenchPanel(ControllerEvents):
     Attributes:
         widget: the root ``VBox`` (CSS class ``tfwb-workbench``).
         run_button, stop_button, apply_button, progress, progress_text, status, run_chart,
-            chart_note, compare_chart, history: the other widgets (CSS classes ``tfwb-run``,
-            ``tfwb-stop``, ``tfwb-apply``, ``tfwb-progress``, ``tfwb-progress-text``,
-            ``tfwb-status``, ``tfwb-run-chart``, ``tfwb-chart-note``,
-            ``tfwb-compare-chart``, ``tfwb-history``).
+            chart_note, loss_chart, compare_chart, history: the other widgets (CSS classes
+            ``tfwb-run``, ``tfwb-stop``, ``tfwb-apply``, ``tfwb-progress``,
+            ``tfwb-progress-text``, ``tfwb-status``, ``tfwb-run-chart``, ``tfwb-chart-note``,
+            ``tfwb-loss-chart``, ``tfwb-compare-chart``, ``tfwb-history``). ``loss_chart``
+            is shown only while the latest run changed the arithmetic against the run before it.
 
     Example:
         >>> from tfwb.ui.controls import build_controls
@@ -146,6 +170,8 @@ class WorkbenchPanel(ControllerEvents):
         self.chart_note.add_class("tfwb-chart-note")
         self.run_chart = W.Image(format="png", layout=W.Layout(display="none"))
         self.run_chart.add_class("tfwb-run-chart")
+        self.loss_chart = W.Image(format="png", layout=W.Layout(display="none"))
+        self.loss_chart.add_class("tfwb-loss-chart")
         self.compare_chart = W.Image(format="png", layout=W.Layout(display="none"))
         self.compare_chart.add_class("tfwb-compare-chart")
         self.history = W.HTML(report.html_table([]))
@@ -166,6 +192,7 @@ class WorkbenchPanel(ControllerEvents):
             self.status,
             self.chart_note,
             self.run_chart,
+            self.loss_chart,
             self.compare_chart,
             self.history,
         ])
@@ -192,7 +219,7 @@ class WorkbenchPanel(ControllerEvents):
                     "its current step and is recorded as interrupted)")
         self.apply_button.disabled = True
         self.progress.bar_style = ""
-        total = cfg.warmup_steps + cfg.steps
+        total = total_steps(cfg)
         self.progress.max = max(total, 1)
         self.progress.value = 0
         self.progress_text.value = f"0 / {total} steps"
@@ -257,6 +284,8 @@ class WorkbenchPanel(ControllerEvents):
                 color = report.verdict_color(row.get("prev_comparison"))
                 text += (f" &mdash; vs the previous run (#{row['previous']}): "
                          f"<b style='color:{color}'>{html.escape(row['prev_verdict'])}</b>")
+            if row.get("loss_note"):          # the knobs changed the arithmetic: loss beside speed
+                text += f" &mdash; {html.escape(row['loss_note'])}"
             if row["verdict"] and not row["is_baseline"]:
                 color = report.verdict_color(row.get("comparison"))
                 text += f" &mdash; vs the baseline: <b style='color:{color}'>{html.escape(row['verdict'])}</b>"
@@ -268,8 +297,7 @@ class WorkbenchPanel(ControllerEvents):
         elif result.status == "interrupted":
             text = f"<b>#{number} interrupted: {html.escape(result.error or 'interrupted')}</b>"
             if result.step_times_s:
-                text += (f" &mdash; {len(result.step_times_s)} measured step(s) charted below; "
-                         "not used in comparisons")
+                text += f" &mdash; {measured_text(result)} charted below; not used in comparisons"
         else:
             text = _red(f"#{number} {result.status}: {result.error or 'no measured steps'}")
         if note:
@@ -302,6 +330,7 @@ class WorkbenchPanel(ControllerEvents):
             self.run_chart.value = charts.run_chart_png(results[drawable[0] - 1])
             self.run_chart.layout.display = None
             self._chart_run = drawable[0]
+        self._draw_loss(latest)
         note = ""
         result = results[latest - 1]
         if not _has_steps(result):
@@ -310,6 +339,25 @@ class WorkbenchPanel(ControllerEvents):
                         if self._chart_run else f"{what}; no run has steps to chart yet")
         self.chart_note.value = note
         self.chart_note.layout.display = None if note else "none"
+
+    def _draw_loss(self, latest: int) -> None:
+        """Run ``latest``'s loss beside the previous run's, when its knobs changed the arithmetic
+        (``report.ARITHMETIC_KNOBS``) and both recorded a loss; hidden otherwise."""
+        from tfwb.ui import charts     # matplotlib: already loaded by _redraw
+
+        results = self.controller.results
+        rows = report.history_rows(results[:latest], self.controller.baseline_result(),
+                                   baseline_config=self.controller.baseline)
+        row = rows[-1] if rows else {}
+        result = results[latest - 1]
+        previous = row.get("previous")
+        if not (result.ok and previous and row.get("prev_arithmetic") and result.all_losses
+                and results[previous - 1].all_losses):
+            self.loss_chart.layout.display = "none"
+            return
+        self.loss_chart.value = charts.loss_beside_png(result, results[previous - 1], number=latest,
+                                                       previous_number=previous)
+        self.loss_chart.layout.display = None
 
     def _preview(self) -> Tuple[str, bool]:
         """The "Next run" line (red naming the field when a knob is bad), and whether it can run."""

@@ -73,10 +73,12 @@ class Workbench:
         controls: ``{field: KnobControl}`` for every knob with a group (``tfwb.ui.controls``).
         knobs: ``{field: widget}``, the controls' widgets (CSS class ``tfwb-knob-<field>``).
         run_button, stop_button, apply_button, progress, progress_text, status, run_chart,
-            chart_note, compare_chart, history: the panel's other widgets (CSS classes
-            ``tfwb-run``, ``tfwb-stop``, ``tfwb-apply``, ``tfwb-progress``,
+            chart_note, loss_chart, compare_chart, history: the panel's other widgets (CSS
+            classes ``tfwb-run``, ``tfwb-stop``, ``tfwb-apply``, ``tfwb-progress``,
             ``tfwb-progress-text``, ``tfwb-status``, ``tfwb-run-chart``, ``tfwb-chart-note``,
-            ``tfwb-compare-chart``, ``tfwb-history``).
+            ``tfwb-loss-chart``, ``tfwb-compare-chart``, ``tfwb-history``). ``loss_chart``
+            shows the latest run's loss beside the previous run's when a knob that changes
+            the arithmetic changed (optimizer, learning rate, clipping, precision, ...).
         results: every result so far, in order, failures included.
         controller: the ``WorkbenchController`` (``tfwb.ui.controller``) that runs and keeps them.
         panel: the ``WorkbenchPanel`` (``tfwb.ui.panel``) that draws them.
@@ -111,6 +113,7 @@ class Workbench:
         self.run_button, self.stop_button, self.apply_button = p.run_button, p.stop_button, p.apply_button
         self.progress, self.progress_text = p.progress, p.progress_text
         self.run_chart, self.chart_note, self.compare_chart = p.run_chart, p.chart_note, p.compare_chart
+        self.loss_chart = p.loss_chart
         self.run_button.on_click(lambda _button: self.controller.click())
         self.apply_button.on_click(lambda _button: self.controller.click(apply=True))
         self.stop_button.on_click(self._on_stop_click)

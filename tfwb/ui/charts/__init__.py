@@ -6,7 +6,8 @@
 * ``utilization``: CPU and GPU utilization over a run;
 * ``comparison``: all runs side by side at their median step time;
 * ``profile``: a profiler capture (step breakdown, top ops);
-* ``curves``: convergence: learning-rate sweeps, loss and gradient-norm curves;
+* ``curves``: convergence: learning-rate sweeps, loss and gradient-norm curves, and a run's
+  loss beside the previous run's (the Workbench, when the arithmetic changed);
 * ``sweep``: a sweep (``tfwb.sweep``) by rung, and its finalists.
 
 Every ``draw_*`` function takes a matplotlib ``Axes`` and plain data (RunResults, reports)
@@ -25,11 +26,12 @@ from tfwb.ui.charts.common import (BASELINE_COLOR, COMPUTE_COLOR, FAILED_COLOR, 
                                    MUTED_COLOR, WARMUP_COLOR, figure_png)
 from tfwb.ui.charts.comparison import (BARS_SHARE, LABEL_WIDTH, NEUTRAL_BAR_COLOR, comparison_height_in,
                                        comparison_png, draw_comparison, run_label)
-from tfwb.ui.charts.curves import (CURVES, SERIES_COLORS, SWEEP_CEILING, curves_png, draw_curves, draw_lr_sweep,
-                                   lr_sweep_png)
+from tfwb.ui.charts.curves import (CURVES, SERIES_COLORS, SWEEP_CEILING, curves_png, draw_curves, draw_loss_beside,
+                                   draw_lr_sweep, loss_beside_png, lr_sweep_png)
 from tfwb.ui.charts.profile import OP_NAME_WIDTH, PROFILE_OTHER_COLOR, draw_profile_steps, draw_top_ops, profile_png
 from tfwb.ui.charts.steps import CLIP_FACTOR, WARMUP_WAIT_COLOR, draw_step_times, run_chart_png
-from tfwb.ui.charts.utilization import GPU_COLORS, MAX_STEP_LINES, OTHER_CPU_COLOR, STEP_LINE_COLOR, draw_utilization
+from tfwb.ui.charts.utilization import (GPU_COLORS, MAX_STEP_LINES, MAX_STEP_TICKS, OTHER_CPU_COLOR, STEP_LABEL_GAP_PT,
+                                        STEP_LINE_COLOR, draw_utilization)
 
 __all__ = [
     # common
@@ -38,7 +40,8 @@ __all__ = [
     # steps
     "draw_step_times", "run_chart_png", "CLIP_FACTOR", "WARMUP_WAIT_COLOR",
     # utilization
-    "draw_utilization", "OTHER_CPU_COLOR", "STEP_LINE_COLOR", "GPU_COLORS", "MAX_STEP_LINES",
+    "draw_utilization", "OTHER_CPU_COLOR", "STEP_LINE_COLOR", "GPU_COLORS", "MAX_STEP_LINES", "MAX_STEP_TICKS",
+    "STEP_LABEL_GAP_PT",
     # comparison
     "draw_comparison", "comparison_png", "comparison_height_in", "run_label", "LABEL_WIDTH", "BARS_SHARE",
     "NEUTRAL_BAR_COLOR",
@@ -46,4 +49,5 @@ __all__ = [
     "draw_profile_steps", "draw_top_ops", "profile_png", "PROFILE_OTHER_COLOR", "OP_NAME_WIDTH",
     # curves
     "draw_lr_sweep", "draw_curves", "lr_sweep_png", "curves_png", "SERIES_COLORS", "SWEEP_CEILING", "CURVES",
+    "draw_loss_beside", "loss_beside_png",
 ]

@@ -8,7 +8,7 @@ its history table. The rows (medians, comparisons, verdicts) come from
 from __future__ import annotations
 
 import textwrap
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -77,18 +77,25 @@ def run_label(row: Dict[str, Any], reference: Optional[RunConfig], config: RunCo
     return "\n".join(lines)
 
 
-def _phrase(kind: Optional[str], speedup: Optional[float], other: str) -> str:
-    """``"2.38x slower than #4"``, ``"no significant difference from the baseline (1.02x)"``..."""
+def _phrase(kind: Optional[str], speedup: Optional[float], other: str,
+            batches: Optional[Tuple[int, int]] = None) -> str:
+    """``"2.38x slower than #4"``, ``"no significant difference from the baseline (1.02x faster)"``,
+    ``"per example: 1.21x faster than #3 (batch 128 vs 64)"`` (``batches``: this run's and the
+    other's, when they differ and the runs were compared per example)..."""
     if kind in (stats.FASTER, stats.SLOWER) and speedup:
         factor = speedup if kind == stats.FASTER else 1.0 / speedup
-        return f"{factor:.2f}x {kind} than {other}"
-    if kind == stats.NO_DIFFERENCE:
-        return f"no significant difference from {other}" + (f" ({speedup:.2f}x)" if speedup else "")
-    if kind == stats.NOT_COMPARABLE:
-        return f"not comparable with {other}: other programs took CPU"
-    if kind == stats.TOO_FEW:
-        return f"too few steps to compare with {other}"
-    return ""
+        text = f"{factor:.2f}x {kind} than {other}"
+    elif kind == stats.NO_DIFFERENCE:
+        text = f"no significant difference from {other}" + (f" ({stats.ratio_text(speedup)})" if speedup else "")
+    elif kind == stats.NOT_COMPARABLE:
+        text = f"not comparable with {other}: other programs took CPU"
+    elif kind == stats.TOO_FEW:
+        text = f"too few steps to compare with {other}"
+    else:
+        return ""
+    if batches:
+        text = f"per example: {text} (batch {batches[0]} vs {batches[1]})"
+    return text
 
 
 def draw_comparison(ax: Axes, results: Sequence[RunResult], baseline: Optional[RunResult] = None, *,
@@ -149,15 +156,19 @@ def draw_comparison(ax: Axes, results: Sequence[RunResult], baseline: Optional[R
             ax.text(right * 0.02, yi, shorten(failure_text(result), 90), va="center", ha="left",
                     fontsize=SMALL, color=FAILED_COLOR, fontweight="bold")
             continue
-        vs_prev = _phrase(row["prev_comparison"], row["prev_speedup"], f"#{row['previous']}") \
-            if row["previous"] else ""
+        vs_prev = _phrase(row["prev_comparison"], row["prev_speedup"], f"#{row['previous']}",
+                          (result.config.batch_size, results[row["previous"] - 1].config.batch_size)
+                          if row.get("prev_per_example") else None) if row["previous"] else ""
         base_index = next((r["index"] for r in rows if r["is_baseline"]), None)
         if row["is_baseline"]:
             vs_base, base_kind = "", None
         elif row["comparison"] is None:
             vs_base, base_kind = row["verdict"], None         # e.g. "full size: not compared"
         else:
-            vs_base = _phrase(row["comparison"], row["speedup"], "the baseline")
+            base_run = next((results[r["index"] - 1] for r in rows if r["is_baseline"]), None)
+            vs_base = _phrase(row["comparison"], row["speedup"], "the baseline",
+                              (result.config.batch_size, base_run.config.batch_size)
+                              if row.get("per_example") and base_run is not None else None)
             base_kind = row["comparison"]
         if row["previous"] is not None and row["previous"] == base_index:
             # The previous run is the baseline: one comparison, said once.

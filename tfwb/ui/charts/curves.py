@@ -1,8 +1,10 @@
 """Convergence (chapter 04): final loss against learning rate for learning-rate sweeps, and
-loss, gradient-norm or held-out curves over training steps, one line per run.
+loss, gradient-norm or held-out curves over training steps, one line per run; and the
+Workbench's loss chart: a run's loss beside the previous run's, when the knobs that changed
+alter the arithmetic (``tfwb.report.ARITHMETIC_KNOBS``).
 
-``draw_lr_sweep`` and ``draw_curves`` draw on an Axes; ``lr_sweep_png`` and ``curves_png``
-return PNG bytes. A sweep is read by attribute (``tfwb.tf.lab.convergence.Sweep`` or
+``draw_lr_sweep``, ``draw_curves`` and ``draw_loss_beside`` draw on an Axes;
+``lr_sweep_png``, ``curves_png`` and ``loss_beside_png`` return PNG bytes. A sweep is read by attribute (``tfwb.tf.lab.convergence.Sweep`` or
 anything shaped like it), so nothing here imports TensorFlow.
 """
 from __future__ import annotations
@@ -12,11 +14,12 @@ from typing import Any, List, Sequence
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from tfwb import report
 from tfwb.records import RunResult
 from tfwb.ui.charts.common import BASELINE_COLOR, SMALL, figure_png, message, run_name
 
 __all__ = ["draw_lr_sweep", "draw_curves", "lr_sweep_png", "curves_png", "SERIES_COLORS", "SWEEP_CEILING",
-           "CURVES"]
+           "CURVES", "draw_loss_beside", "loss_beside_png"]
 
 #: One colour per series (optimizer, run) in the convergence charts.
 SERIES_COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#b07aa1", "#edc948", "#9c755f")
@@ -181,4 +184,63 @@ def curves_png(results: Sequence[RunResult], quantities: Sequence[str] = ("loss"
         draw_curves(ax, results, q)
     for ax in axes[:-1]:
         ax.set_xlabel("")                 # the shared step axis is labelled once, at the bottom
+    return figure_png(fig)
+
+
+def draw_loss_beside(ax: Axes, result: RunResult, previous: RunResult, *, number: int,
+                     previous_number: int) -> None:
+    """Run ``number``'s training loss beside run ``previous_number``'s, over training steps.
+
+    The legend names each run by its number and the knobs that set it apart from the other
+    (``report.short_changes``); the title says the final-loss gap (``report.loss_note``).
+    Neither run with a loss gives a message instead of axes.
+
+    Args:
+        ax: the Axes.
+        result: the latest run.
+        previous: the run before it (the one the Workbench compares it with).
+        number, previous_number: their 1-based numbers in the Workbench's history.
+
+    Example:
+        >>> ax = Figure().subplots(); draw_loss_beside(ax, result, result, number=2, previous_number=1)
+        >>> ax.get_legend().get_texts()[0].get_text()
+        '#1 (previous run): same knobs'
+    """
+    series = ((previous, previous_number, "(previous run)", result.config, "#888888", "--"),
+              (result, number, "", previous.config, SERIES_COLORS[0], "-"))
+    drawn = False
+    for run, n, role, other, color, style in series:
+        values = list(run.all_losses)
+        finite = [(s, v) for s, v in zip(_steps_axis(run, len(values)), values) if v == v and abs(v) != float("inf")]
+        if not finite:
+            continue
+        what = ", ".join(report.short_changes(run.config, other)) or "same knobs"
+        ax.plot([s for s, _ in finite], [v for _, v in finite], color=color, linestyle=style, lw=1.4,
+                label=f"#{n} {role + ': ' if role else ''}{what}")
+        drawn = True
+    if not drawn:
+        message(ax, "no loss to draw: neither run recorded one")
+        return
+    warm = max(1, result.steps_per_call) * len(result.warmup_losses)
+    if warm:
+        ax.axvline(warm + 0.5, color=BASELINE_COLOR, linestyle=":", lw=1)
+    note = report.loss_note(previous, result, previous_number)
+    ax.set_title(f"training loss: #{number} beside #{previous_number}" + (f" \u2014 {note}" if note else ""),
+                 fontsize=10, loc="left")
+    ax.set_xlabel("training step (warm-up left of the dotted line)" if warm else "training step")
+    ax.set_ylabel(CURVES["loss"])
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=SMALL, frameon=False)
+
+
+def loss_beside_png(result: RunResult, previous: RunResult, *, number: int, previous_number: int,
+                    width_in: float = 9.0, height_in: float = 2.8, dpi: float = 96) -> bytes:
+    """``draw_loss_beside`` as PNG bytes (the Workbench's loss chart).
+
+    Example:
+        >>> loss_beside_png(result, result, number=2, previous_number=1)[:4]
+        b'\\x89PNG'
+    """
+    fig = Figure(figsize=(width_in, height_in), dpi=dpi, layout="constrained")
+    draw_loss_beside(fig.subplots(), result, previous, number=number, previous_number=previous_number)
     return figure_png(fig)

@@ -9,12 +9,14 @@ from __future__ import annotations
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 from matplotlib.axes import Axes
+from matplotlib.ticker import FuncFormatter, Locator
 
 from tfwb.records import RunResult
 from tfwb.ui.charts.common import (COMPUTE_COLOR, FAILED_COLOR, MUTED_COLOR, SMALL, WARMUP_COLOR,
                                    failure_text, message)
 
-__all__ = ["draw_utilization", "OTHER_CPU_COLOR", "STEP_LINE_COLOR", "GPU_COLORS", "MAX_STEP_LINES"]
+__all__ = ["draw_utilization", "OTHER_CPU_COLOR", "STEP_LINE_COLOR", "GPU_COLORS", "MAX_STEP_LINES",
+           "STEP_LABEL_GAP_PT", "MAX_STEP_TICKS"]
 
 OTHER_CPU_COLOR = "#9c755f"  # other programs' share of the CPU
 STEP_LINE_COLOR = "#9aa7b4"  # step boundaries on the utilization time axis
@@ -22,6 +24,62 @@ STEP_LINE_COLOR = "#9aa7b4"  # step boundaries on the utilization time axis
 GPU_COLORS = ("#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#af7aa1")
 #: Step boundaries are drawn as lines up to this many measured steps (ticks only beyond).
 MAX_STEP_LINES = 80
+#: At most this many step starts get a minor tick on the top axis (every k-th beyond).
+MAX_STEP_TICKS = 200
+#: Room (points) each numbered step label takes on the top axis: its widest number plus a gap.
+STEP_LABEL_GAP_PT = 6.0
+
+
+class _StepLabels(Locator):
+    """The numbered ticks of the top axis: the steps whose labels fit, chosen at draw time.
+
+    Steps are not evenly spread in time (the warm-up shares the axis; a slow step or a
+    window sync pushes the next start out), so a fixed "every n-th step" can put two labels
+    on top of each other. At draw time, when the axis's width in pixels is known, it walks
+    the steps in order (the first always, then every ``every``-th) and keeps a step only when
+    its label starts clear of the last kept one's, with ``STEP_LABEL_GAP_PT`` between.
+
+    Args:
+        starts: each measured step's start (s, the run clock).
+        every: the stride of candidate steps (1-based numbers that are multiples of it).
+        fontsize: the labels' size in points.
+    """
+
+    def __init__(self, starts: Sequence[float], every: int, fontsize: float) -> None:
+        self.starts = list(starts)
+        self.every = max(1, every)
+        self.fontsize = fontsize
+        self.kept: List[int] = []            # 0-based steps labelled at the last draw
+
+    def _candidates(self) -> List[int]:
+        return [i for i in range(len(self.starts)) if i == 0 or (i + 1) % self.every == 0]
+
+    def __call__(self) -> List[float]:
+        axis = self.axis
+        lo, hi = sorted(axis.get_view_interval()) if axis is not None else (0.0, 1.0)
+        width_px = axis.axes.bbox.width if axis is not None else 0.0
+        dpi = axis.figure.dpi if axis is not None and axis.figure is not None else 72.0
+        px_per_s = width_px / (hi - lo) if hi > lo and width_px > 0 else 0.0
+        digits = len(str(len(self.starts)))
+        need_px = (0.62 * self.fontsize * digits + STEP_LABEL_GAP_PT) * dpi / 72.0
+        kept: List[int] = []
+        for i in self._candidates():
+            x = self.starts[i]
+            if not lo - 1e-9 <= x <= hi + 1e-9:
+                continue
+            if kept and (px_per_s == 0.0 or (x - self.starts[kept[-1]]) * px_per_s < need_px):
+                continue
+            kept.append(i)
+        self.kept = kept
+        return [self.starts[i] for i in kept]
+
+    def label(self, x: float, _pos: Optional[int] = None) -> str:
+        """The step number (1-based) of the step starting at ``x`` (a tick this locator placed)."""
+        i = min(range(len(self.starts)), key=lambda k: abs(self.starts[k] - x)) if self.starts else -1
+        return str(i + 1) if i >= 0 else ""
+
+    def tick_values(self, vmin: float, vmax: float) -> List[float]:
+        return self()
 
 
 def _span(starts: Sequence[float], durations: Sequence[float]) -> Optional[Tuple[float, float]]:
@@ -135,9 +193,14 @@ def _mark_steps(ax: Axes, result: RunResult) -> None:
             ax.axvline(x, color=STEP_LINE_COLOR, linewidth=0.5, alpha=0.6, zorder=0.5)
     top = ax.secondary_xaxis("top")
     every = max(1, round(len(starts) / 8))
-    numbered = [i for i in range(len(starts)) if i == 0 or (i + 1) % every == 0]
-    top.set_xticks([starts[i] for i in numbered], [str(i + 1) for i in numbered], fontsize=SMALL)
-    top.set_xticks(starts, minor=True)
+    labels = _StepLabels(starts, every, SMALL)          # labels thinned at draw time, to fit
+    top.xaxis.set_major_locator(labels)
+    top.xaxis.set_major_formatter(FuncFormatter(labels.label))
+    top.tick_params(axis="x", which="major", labelsize=SMALL)
+    # A minor tick per step start, thinned to at most MAX_STEP_TICKS (thousands of tick marks
+    # take seconds to draw and merge into a bar anyway).
+    stride = -(-len(starts) // MAX_STEP_TICKS)
+    top.set_xticks(starts[::stride], minor=True)
     top.tick_params(axis="x", which="minor", length=3, color=MUTED_COLOR)
     top.tick_params(axis="x", which="major", length=5, pad=1)
     top.set_xlabel("measured step (start)", fontsize=SMALL, labelpad=2)
