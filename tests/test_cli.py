@@ -228,6 +228,23 @@ def test_run_prints_summary_and_appends_history_creating_its_folder(tmp_path, ca
     assert [r.config for r in load_results(path)] == [cfg]
 
 
+def test_run_prints_mfu_and_the_bound_of_every_suggestion(capsys):
+    def limited_runner(cfg, observers=()):
+        return RunResult(config=cfg, step_times_s=[0.1] * cfg.steps, input_wait_s=[0.047] * cfg.steps,
+                         examples_per_step=cfg.batch_size, model_flops_per_step=2.3e9, peak_flops_per_s=1e11,
+                         datasheet_flops_per_s=5.6e10, datasheet_source="datasheet")
+
+    assert main(["run", "--steps", "3", "--storage-latency-ms", "0"], runner=limited_runner) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith(", MFU 23 % of this machine's measured float32 peak (41 % of datasheet)")
+    assert lines[1] == ("try prefetch=True: overlap input with the step; prefetch can gain at most 1.9x: "
+                        "the step waits for input 47 % of the time")
+    assert [line.split("=")[0] for line in lines[1:]] == ["try prefetch", "try parallel_map", "try interleave",
+                                                          "try cache"]
+    assert main(["run", "--steps", "3", "--json"], runner=limited_runner) == 0
+    assert RunResult.from_json(capsys.readouterr().out).mfu == pytest.approx(0.23)   # JSON only
+
+
 def test_failed_run_exits_1(capsys):
     assert main(["run", "--steps", "2"], runner=FakeRunner(ok=False)) == 1
     assert "failed: device lost" in capsys.readouterr().out

@@ -1,6 +1,8 @@
 """Tests of tfwb.diagnosis (the module behind the tfwb.diagnose function): input-bound thresholds, suggestions, and hardware expectations."""
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from tfwb.config import RunConfig
@@ -51,15 +53,31 @@ def test_not_input_bound_states_the_share_and_suggests_no_input_knobs():
 
 
 def test_input_bound_suggests_every_knob_that_is_off():
-    d = diagnose(result_with_wait(2.0))
+    d = diagnose(result_with_wait(2.0, storage_latency_ms=0))       # local disk: nothing for interleave to hide
     assert [s[0] for s in d.suggestions] == list(INPUT_KNOBS)
     assert all(value is True for _, value, _ in d.suggestions)
     assert all(isinstance(why, str) and why for *_, why in d.suggestions)
     assert d.headline == "moderately input-bound (input wait 10%): try prefetch=True"
 
 
+def test_files_behind_storage_latency_suggest_interleave_first():
+    # Chapter 06 (issue 18): the run reads files behind a read latency; interleave hides the
+    # latency, prefetch only overlaps the serial reads with the step.
+    d = diagnose(result_with_wait(10.0))                              # images from files, default latency
+    assert [s[0] for s in d.suggestions] == ["interleave", "prefetch", "parallel_map", "cache"]
+    assert d.headline == "highly input-bound (input wait 50%): try interleave=True"
+    assert "storage latency" in d.suggestions[0][2]
+    slow = diagnose(result_with_wait(10.0, storage_latency_ms=25.0))
+    assert slow.suggestions[0][0] == "interleave"
+    # not when interleave is on, the workload ignores it, or the data are not files
+    assert diagnose(result_with_wait(10.0, interleave=True)).suggestions[0][0] == "prefetch"
+    assert diagnose(result_with_wait(10.0, workload="mlp")).suggestions[0][0] == "prefetch"
+    gen = diagnose(result_with_wait(10.0, data_source="generator"))
+    assert [s[0] for s in gen.suggestions][:2] == ["data_source", "prefetch"]
+
+
 def test_input_bound_skips_knobs_already_on():
-    d = diagnose(result_with_wait(10.0, prefetch=True, cache="/tmp/tfwb-cache"))
+    d = diagnose(result_with_wait(10.0, prefetch=True, cache="/tmp/tfwb-cache", storage_latency_ms=0))
     names = [s[0] for s in d.suggestions]
     assert names == ["parallel_map", "interleave"]
     assert d.headline == "highly input-bound (input wait 50%): try parallel_map=True"
@@ -253,3 +271,96 @@ def test_expectations_include_tf32_turned_off():
     (cpu,) = expectations(RunConfig(tf32=False), DESCRIBED["binder-2core-avx2"])
     assert "no significant difference" in cpu
     assert expectations(RunConfig(), DESCRIBED["a100"]) == ()
+
+
+# -- bounds: Amdahl's law on the measured breakdown (issue 19) ------------------------------------
+from tfwb.diagnosis import Bound, amdahl, bound, score_bound  # noqa: E402
+
+
+def test_every_suggestion_has_a_bound_in_the_same_order():
+    for d in (diagnose(result_with_wait(10.0)), diagnose(result_with_wait(10.0, data_source="generator")),
+              diagnose(gpu_result((8, 0))), diagnose(gpu_result((9, 0), util_pct=30.0)),
+              diagnose(result_with_wait(0.1))):
+        assert [(b.knob, b.value) for b in d.bounds] == [s[:2] for s in d.suggestions]
+        assert all(isinstance(b, Bound) and b.text for b in d.bounds)
+
+
+def test_input_knobs_are_bounded_by_the_input_wait():
+    d = diagnose(RunResult(config=RunConfig(storage_latency_ms=0), step_times_s=(1.0,) * 4,
+                           input_wait_s=(0.47,) * 4))
+    b = d.bound_for("prefetch")
+    assert b.speedup == pytest.approx(1 / (1 - 0.47))
+    assert b.text == "prefetch can gain at most 1.9x: the step waits for input 47 % of the time"
+    assert all(x.speedup == pytest.approx(b.speedup) for x in d.bounds)     # every input knob: the same part
+    assert d.bound_for("jit_compile") is None
+
+
+def with_peaks(result, **peaks):
+    from dataclasses import replace
+
+    return replace(result, peaks={d: {"measured": m, "datasheet": ds, "source": ""} for d, (m, ds) in peaks.items()})
+
+
+def test_mixed_precision_is_bounded_by_the_compute_share_and_the_peak_ratio():
+    r = gpu_result((8, 0))                              # wait 0.1 of 20: compute 99.5 %
+    unknown = diagnose(r).bound_for("mixed_precision")
+    assert unknown.speedup is None and "bound unknown" in unknown.text
+    measured = diagnose(with_peaks(r, float32=(1e13, 1.95e13), bfloat16=(4e13, 3.12e14))).bound_for("mixed_precision")
+    assert measured.speedup == pytest.approx(amdahl(0.995, 4.0))
+    assert measured.text == ("mixed_bfloat16 can gain at most 3.9x: compute is 100 % of the step and this "
+                             "machine's bfloat16 peak is 4x its float32 peak")
+    sheet = diagnose(with_peaks(r, float32=(None, 1e13), bfloat16=(None, 3e13))).bound_for("mixed_precision")
+    assert sheet.speedup == pytest.approx(amdahl(0.995, 3.0)) and "the datasheet bfloat16 peak is 3x" in sheet.text
+
+
+def test_steps_per_execution_is_bounded_by_the_measured_call_overhead():
+    from dataclasses import replace
+
+    r = gpu_result((9, 0), util_pct=30.0)               # 20 s steps
+    unknown = diagnose(r).bound_for("steps_per_execution")
+    assert unknown.speedup is None and "did not measure its per-call overhead" in unknown.text
+    b = diagnose(replace(r, call_overhead_s=5.0)).bound_for("steps_per_execution")
+    assert b.speedup == pytest.approx(1 / (1 - 0.25 + 0.25 / 8))
+    assert b.text.startswith("steps_per_execution=8 can gain at most 1.3x: per-call overhead is 25 % of the step")
+    assert bound(replace(r, call_overhead_s=5.0), "steps_per_execution", 1).speedup == 1.0
+
+
+def test_xla_is_bounded_by_the_flops_at_the_peak():
+    from dataclasses import replace
+
+    r = gpu_result((9, 0), util_pct=30.0)
+    assert diagnose(r).bound_for("jit_compile").speedup is None
+    counted = replace(r, model_flops_per_step=2e12, peak_flops_per_s=1e12)    # 2 s of 20 at the peak: MFU 10 %
+    b = diagnose(counted).bound_for("jit_compile")
+    assert counted.mfu == pytest.approx(0.1)
+    assert b.speedup == pytest.approx(1 / (0.1 / 20 + 0.1))
+    assert "not FLOPs" in b.text and "measured float32 peak take 10 % of it" in b.text
+
+
+def test_amdahl():
+    assert amdahl(0.0, 4.0) == 1.0 and amdahl(1.0, 4.0) == 4.0 and amdahl(1.0, math.inf) == math.inf
+    with pytest.raises(ValueError, match="part=1.5"):
+        amdahl(1.5, 2.0)
+
+
+@pytest.mark.parametrize("b, measured, noise, text", [
+    (1.9, 1.7, 0.0, "bound 1.9x, measured 1.7x (89 % of the bound)"),
+    (1.9, 1.97, 0.05, "bound 1.9x, measured 2.0x (104 % of the bound)"),        # above, within noise
+    (None, 1.3, 0.05, "bound unknown, measured 1.3x"),
+    (2.0, 0.8, 0.05, "bound 2.0x, measured 0.80x (40 % of the bound)"),
+])
+def test_score_bound(b, measured, noise, text):
+    assert score_bound(b, measured, noise) == text
+
+
+def test_a_gain_above_its_bound_beyond_noise_says_the_bound_or_the_measurement_is_wrong():
+    text = score_bound(1.5, 2.0, noise=0.1)
+    assert "above its bound 1.5x" in text and "the bound or the measurement is wrong" in text
+    # every bound the diagnosis gives, scored against a gain past it, is caught
+    r = RunResult(config=RunConfig(), step_times_s=(1.0,) * 4, input_wait_s=(0.3,) * 4)
+    for b in diagnose(r).bounds:
+        assert "wrong" in score_bound(b.speedup, b.speedup * 1.2, noise=0.1)
+        assert "wrong" not in score_bound(b.speedup, b.speedup * 1.05, noise=0.1)
+    for bad in ((1.5, 0.0, 0.1), (1.5, 1.2, -0.1), (0.5, 1.2, 0.1)):
+        with pytest.raises(ValueError):
+            score_bound(*bad)

@@ -131,7 +131,7 @@ def test_json_round_trip_equality():
 
 def test_json_carries_a_schema_version_and_plain_lists():
     d = json.loads(make_result().to_json())
-    assert d["schema"] == 2
+    assert d["schema"] == 3
     assert isinstance(d["step_times_s"], list)
     assert d["config"]["batch_size"] == 32
     assert d["samples"][1]["gpu_util_pct"] == [97.0, None]
@@ -225,3 +225,65 @@ def test_schema_1_grad_norms_are_split_at_the_warm_up():
     assert r.warmup_grad_norms == (5.0,) and r.grad_norms == (2.0, 1.0)
     assert r.warmup_loss_scales == (8.0,) and r.loss_scales == (8.0, 4.0)
     assert r.notes == ("data: old",) and r.notes[0].kind == "data"
+
+
+# -- how far from the limit (schema 3) -------------------------------------------------------
+def limited(**kw) -> RunResult:
+    base = dict(config=RunConfig(mixed_precision="mixed_bfloat16"), step_times_s=(0.1,) * 4,
+                input_wait_s=(0.0,) * 4, model_flops_per_step=2.3e9, peak_flops_per_s=1e11,
+                peak_device="GPU 0: NVIDIA A100", datasheet_flops_per_s=5.6e10, datasheet_source="NVIDIA datasheet",
+                peaks={"float32": {"measured": 2e10, "datasheet": 1.95e13, "source": "s"},
+                       "bfloat16": {"measured": 1e11, "datasheet": 3.12e14, "source": "s"}},
+                call_overhead_s=3e-5)
+    base.update(kw)
+    return RunResult(**base)
+
+
+def test_mfu_is_achieved_flops_over_the_measured_peak_of_the_compute_dtype():
+    r = limited()
+    assert r.compute_dtype == "bfloat16"
+    assert r.achieved_flops_per_s == pytest.approx(2.3e10)
+    assert r.mfu == pytest.approx(0.23) and r.datasheet_mfu == pytest.approx(2.3e10 / 5.6e10)
+    assert r.mfu_text() == "MFU 23 % of this machine's measured bfloat16 peak (41 % of datasheet)"
+    assert r.summary().endswith(", MFU 23 % of this machine's measured bfloat16 peak (41 % of datasheet)")
+
+
+def test_mfu_text_never_shows_a_number_that_was_not_measured():
+    assert limited(datasheet_flops_per_s=None).mfu_text() == "MFU 23 % of this machine's measured bfloat16 peak"
+    cpu = limited(datasheet_source="formula, not a datasheet: 2 cores x ...")
+    assert cpu.mfu_text().endswith("(41 % of cores x clock x FLOPs/cycle)")
+    unmeasured = limited(peak_flops_per_s=None, peak_reason="no GPU 1: TensorFlow sees 1 GPU(s)")
+    assert unmeasured.mfu is None
+    assert unmeasured.mfu_text() == ("MFU unknown: this machine's bfloat16 peak was not measured "
+                                     "(no GPU 1: TensorFlow sees 1 GPU(s)); 41 % of datasheet")
+    uncounted = limited(model_flops_per_step=None, flops_uncounted=("lstm (LSTM)", "a (A)", "b (B)", "c (C)"))
+    assert uncounted.mfu is None and uncounted.achieved_flops_per_s is None
+    assert uncounted.mfu_text() == "MFU not counted (layers: lstm (LSTM), a (A), b (B) and 1 more)"
+    assert "%" not in uncounted.summary().split("MFU")[1]
+    assert make_result().mfu_text() == ""          # a record without a count says nothing about MFU
+
+
+def test_limits_fields_round_trip_and_old_records_load_with_none():
+    r = limited()
+    assert RunResult.from_json(r.to_json()) == r
+    d = json.loads(make_result().to_json())
+    for k in ("model_flops_per_step", "flops_uncounted", "peak_flops_per_s", "peak_device", "peak_reason",
+              "datasheet_flops_per_s", "datasheet_source", "peaks", "call_overhead_s", "mfu"):
+        del d[k]
+    d["schema"] = 2
+    old = RunResult.from_dict(d)
+    assert (old.model_flops_per_step, old.mfu, old.peak_flops_per_s, old.call_overhead_s) == (None,) * 4
+    assert old.flops_uncounted == () and old.peaks == {} and old.mfu_text() == ""
+
+
+@pytest.mark.parametrize("field, bad", [("mfu", -0.1), ("model_flops_per_step", float("nan")),
+                                        ("peak_flops_per_s", "fast"), ("call_overhead_s", True)])
+def test_limit_fields_refuse_what_is_not_a_number(field, bad):
+    with pytest.raises(ValueError, match=f"{field}="):
+        limited(**{field: bad})
+
+
+def test_percent():
+    from tfwb.records import percent
+
+    assert (percent(0.2349), percent(0.0412), percent(0.0), percent(1.5)) == ("23 %", "4.1 %", "0 %", "150 %")

@@ -749,3 +749,67 @@ def test_a_result_recorded_before_the_timing_knob_reads_as_per_step():
     d = json.loads(run(tiny(steps=1)).to_json())
     del d["config"]["timing"]
     assert RunResult.from_dict(d).config.timing == "per_step"
+
+
+# -- how far from the limit: model FLOPs, the measured peak, MFU (issue 19) ----------------------
+def test_a_run_counts_its_flops_and_reads_the_peak_of_its_dtype(timed_run):
+    r, _ = timed_run
+    assert r.flops_uncounted == ()
+    assert r.model_flops_per_step and r.model_flops_per_step > 0
+    assert r.peak_flops_per_s and r.peak_flops_per_s > 0 and r.peak_reason == ""
+    assert r.peak_device.startswith("CPU")
+    assert r.peaks["float32"]["measured"] == r.peak_flops_per_s
+    assert set(r.peaks) == {"float32"}          # a CPU run in float32: its half-precision peaks are not read
+    assert r.mfu == pytest.approx(r.model_flops_per_step / r.median_step_s / r.peak_flops_per_s)
+    assert r.call_overhead_s is not None and 0 < r.call_overhead_s < 0.05
+    assert "MFU " in r.summary() and "of this machine's measured float32 peak" in r.summary()
+
+
+def test_flops_are_three_times_forward_times_the_global_batch():
+    r = run(tiny(steps=2))
+    # Dense(4->8) and Dense(8->3): 2 FLOPs per multiply-add, plus bias and ReLU; 3x for the training step.
+    from tfwb.tf.runner.flops import count_flops
+
+    forward = count_flops(tiny_model(r.config)).per_example
+    assert forward >= 2 * (4 * 8 + 8 * 3)
+    assert r.model_flops_per_step == pytest.approx(3 * forward * 16)
+
+
+class Mystery(keras.layers.Layer):
+    """A layer with weights the FLOP counter does not know."""
+
+    def build(self, shape):
+        self.w = self.add_weight(shape=(shape[-1], 3))
+
+    def call(self, x):
+        return tf.matmul(x, self.w)
+
+
+def test_a_model_with_an_uncounted_layer_reports_no_mfu_and_names_it():
+    model = keras.Sequential([keras.Input((4,)), Mystery(name="mystery")])
+    facts = train.limits(tiny(), tf.distribute.get_strategy(), model)
+    assert facts["model_flops_per_step"] is None
+    assert facts["flops_uncounted"] == ("mystery (Mystery)",)
+    r = RunResult(config=tiny(), step_times_s=(0.1,) * 3, input_wait_s=(0.0,) * 3,
+                  **{k: v for k, v in facts.items()})
+    assert r.mfu is None and r.achieved_flops_per_s is None
+    assert "MFU not counted (layers: mystery (Mystery))" in r.summary()
+
+
+def test_the_peak_is_read_once_per_process(monkeypatch):
+    import tfwb.tf.runner.peak as peak_module
+
+    calls = []
+    real = peak_module.measure_peak
+
+    def counting(*a, **kw):
+        calls.append((a, kw))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(peak_module, "measure_peak", counting)
+    monkeypatch.setattr(train, "_PEAKS", {})
+    model = tiny_model(tiny())
+    first = train.limits(tiny(), tf.distribute.get_strategy(), model)
+    again = train.limits(tiny(), tf.distribute.get_strategy(), model)
+    assert len(calls) == 1 and first["peaks"] == again["peaks"]
+    assert calls[0][1]["cache"] is False and calls[0][1]["budget_s"] == train.FAST_PEAK_BUDGET_S   # TFWB_FAST=1

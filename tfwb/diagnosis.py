@@ -1,12 +1,35 @@
-"""Verdicts about a run: what limits it, and what to try next.
+"""Verdicts about a run: what limits it, what to try next, and how much that can gain at most.
 
 Pure: reads a RunResult (and optionally a hardware description) and returns
 plain data. The input verdicts and their thresholds are the TF profiler's own
 (``tfwb.bounds``: input wait >= 5 % of step time is moderately, >= 20 % highly
 input-bound); which model-side knob to try comes from ``tfwb.expect``'s rules.
+
+Every suggestion carries a bound (``Bound``, in ``Diagnosis.bounds``, parallel to
+``Diagnosis.suggestions``): Amdahl's law on the measured breakdown of the step. A
+knob can only shrink the part of the step it acts on, so it can gain at most
+``1 / (1 - part + part / r)`` where ``r`` is how much faster that part can get:
+
+- input knobs (``data_source='files'``, ``prefetch``, ``parallel_map``, ``interleave``,
+  ``cache``): the part is the input wait (``input_wait_fraction``), removable at best
+  entirely: ``1 / (1 - wait)``. On a CPU the pipeline shares cores with the step, so
+  removing its work can also speed the step itself: a gain above this bound there
+  points at that (``score_bound`` says so).
+- ``mixed_precision``: the part is the compute share (``1 - wait``), sped up at most by
+  the peak ratio of the target dtype over float32 (this machine's measured peaks when
+  the run recorded them, else the datasheet's).
+- ``steps_per_execution=k``: the part is the per-call overhead the run measured
+  (``call_overhead_s``: a ``tf.function`` call's dispatch) over the step time, cut to
+  ``1/k``; unknown where the run did not measure it.
+- ``jit_compile``: XLA fuses operations (fewer launches, less memory traffic), it does
+  not remove FLOPs: the step cannot get shorter than its input wait plus its model
+  FLOPs at this machine's measured peak: ``1 / (wait + MFU)``; unknown without an MFU.
+
+``score_bound`` compares a bound with the gain a run measured.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
@@ -21,18 +44,48 @@ from tfwb.workloads import get_workload
 FAILED, NO_DATA, NO_INPUT_DATA = "run failed", "no measured steps", "input wait not measured"
 
 
+#: Knobs that act on the input pipeline: bounded by the input wait.
+INPUT_BOUND_KNOBS = ("data_source", "prefetch", "parallel_map", "interleave", "cache")
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The most a suggestion can gain: ``speedup`` times faster at best, and why.
+
+    Attributes:
+        knob, value: the suggestion it bounds (``RunConfig`` field and value).
+        speedup: the bound (>= 1), or ``None`` when it cannot be computed from this run.
+        text: the sentence, e.g. ``"prefetch can gain at most 1.9x: the step waits for
+            input 47 % of the time"``.
+    """
+
+    knob: str
+    value: object
+    speedup: Optional[float]
+    text: str
+
+
 @dataclass(frozen=True)
 class Diagnosis:
-    """A verdict and the knobs that address it.
+    """A verdict, the knobs that address it, and how much each can gain at most.
 
     ``verdict`` is one of the module's constants; ``suggestions`` are RunConfig
-    changes worth trying, as ``(field, value, why)`` tuples.
+    changes worth trying, as ``(field, value, why)`` tuples, in the order to try them;
+    ``bounds`` holds one ``Bound`` per suggestion, in the same order.
     """
 
     verdict: str
     input_fraction: Optional[float]
     headline: str
     suggestions: Tuple[Tuple[str, object, str], ...] = ()
+    bounds: Tuple[Bound, ...] = ()
+
+    def bound_for(self, knob: str) -> Optional[Bound]:
+        """The bound of the suggestion for ``knob``; ``None`` when there is no such suggestion."""
+        for b in self.bounds:
+            if b.knob == knob:
+                return b
+        return None
 
 
 def _hardware_of(result) -> Machine:
@@ -53,14 +106,21 @@ def _input_suggestions(cfg, hardware: Optional[MachineLike] = None) -> tuple:
             return False
     cores = Machine.of(hardware).cpu_count
     out = []
+    interleave = applies("interleave") and not cfg.interleave
+    # Files behind a read latency: interleave hides the latency (several reads at once);
+    # prefetch only overlaps the (still serial) reads with the step, so interleave first.
+    files_first = interleave and cfg.data_source == "files" and getattr(cfg, "storage_latency_ms", None) != 0
     if cfg.data_source == "generator":
         out.append(("data_source", "files", "read the files with tf.data instead of a Python generator"))
+    if files_first:
+        out.append(("interleave", True, "read several shards at once: it hides storage latency, "
+                                        "which prefetch only overlaps"))
     if not cfg.prefetch:
         out.append(("prefetch", True, "overlap input with the step"))
     if applies("parallel_map") and not cfg.parallel_map and cores != 1:
         where = f"the {cores} CPU cores" if cores else "several cores"
         out.append(("parallel_map", True, f"decode and augment on {where}"))
-    if applies("interleave") and not cfg.interleave:
+    if interleave and not files_first:
         out.append(("interleave", True, "read several shards at once (hides storage latency)"))
     if not cfg.cache:
         out.append(("cache", True, "decode once, reuse every epoch"))
@@ -101,7 +161,7 @@ def diagnose(result, hardware: Optional[MachineLike] = None) -> Diagnosis:
 
     Example:
         >>> diagnose(result).headline   # a run that waits 30 % of each step for input
-        'highly input-bound (input wait 30%): try prefetch=True'
+        'highly input-bound (input wait 30%): try interleave=True'
     """
     if result.status != "ok":
         return Diagnosis(FAILED, None, f"{FAILED}: {result.error or result.status}")
@@ -115,11 +175,155 @@ def diagnose(result, hardware: Optional[MachineLike] = None) -> Diagnosis:
     if verdict == NOT_INPUT:
         # Which model-side knob helps depends on the hardware: ask tfwb.expect.
         sugg = _compute_suggestions(result, hw)
-        tip = f": try {sugg[0][0]}={sugg[0][1]!r}" if sugg else ""
-        return Diagnosis(verdict, frac, f"{verdict} (input wait {frac:.0%}){tip}", sugg)
-    sugg = _input_suggestions(result.config, hw)
+    else:
+        sugg = _input_suggestions(result.config, hw)
     tip = f": try {sugg[0][0]}={sugg[0][1]!r}" if sugg else ""
-    return Diagnosis(verdict, frac, f"{verdict} (input wait {frac:.0%}){tip}", sugg)
+    return Diagnosis(verdict, frac, f"{verdict} (input wait {frac:.0%}){tip}", sugg,
+                     tuple(bound(result, knob, value) for knob, value, _ in sugg))
+
+
+# -- bounds ----------------------------------------------------------------------------------
+def amdahl(part: float, factor: float) -> float:
+    """The most a step gains when a ``part`` (0..1) of it gets ``factor`` times faster (``inf``: removed).
+
+    Example:
+        >>> round(amdahl(0.47, math.inf), 2), amdahl(0.5, 2.0)
+        (1.89, 1.3333333333333333)
+    """
+    if not 0 <= part <= 1:
+        raise ValueError(f"part={part!r} is not allowed; a fraction of the step, 0..1")
+    if factor <= 0:
+        raise ValueError(f"factor={factor!r} is not allowed; a speed-up factor > 0")
+    rest = 1.0 - part + (0.0 if math.isinf(factor) else part / factor)
+    return math.inf if rest <= 0 else 1.0 / rest
+
+
+def _x(speedup: float) -> str:
+    """A speed-up as text: ``1.04x``, ``1.9x``, ``23x``."""
+    if math.isinf(speedup):
+        return "no limit"
+    return f"{speedup:.2f}x" if speedup < 1.2 else f"{speedup:.1f}x" if speedup < 10 else f"{speedup:.0f}x"
+
+
+def _pct(fraction: float) -> str:
+    v = fraction * 100
+    return f"{v:.0f} %" if v >= 10 or v == 0 else f"{v:.2g} %"
+
+
+def _dtype_ratio(result, dtype: str) -> Tuple[Optional[float], str]:
+    """(peak of ``dtype`` over float32's on this run's machine, which peaks it compares)."""
+    peaks = getattr(result, "peaks", None) or {}
+    lo, hi = peaks.get("float32") or {}, peaks.get(dtype) or {}
+    if lo.get("measured") and hi.get("measured"):
+        return hi["measured"] / lo["measured"], "measured"
+    if lo.get("datasheet") and hi.get("datasheet"):
+        return hi["datasheet"] / lo["datasheet"], "datasheet"
+    return None, ""
+
+
+def bound(result, knob: str, value: object) -> Bound:
+    """How much setting ``knob=value`` can gain at most on ``result``'s run (Amdahl's law).
+
+    See the module docstring for the part of the step each knob acts on.
+
+    Args:
+        result: the measured RunResult the suggestion is made for.
+        knob, value: the suggested change.
+
+    Returns:
+        A ``Bound``; its ``speedup`` is ``None`` when this run did not measure what the
+        bound needs (the text says what is missing).
+
+    Example:
+        >>> from tfwb.records import RunResult
+        >>> r = RunResult(config=RunConfig(), step_times_s=(1.0,) * 4, input_wait_s=(0.47,) * 4)
+        >>> bound(r, "prefetch", True).text
+        'prefetch can gain at most 1.9x: the step waits for input 47 % of the time'
+    """
+    wait = result.input_wait_fraction
+    wait = min(max(wait, 0.0), 1.0) if wait is not None else None
+    name = {"data_source": f"data_source={value!r}", "mixed_precision": str(value),
+            "steps_per_execution": f"steps_per_execution={value!r}", "jit_compile": "XLA (jit_compile=True)"
+            }.get(knob, knob)
+    if knob in INPUT_BOUND_KNOBS:
+        if wait is None:
+            return Bound(knob, value, None, f"{name}: bound unknown: the input wait was not measured")
+        b = amdahl(wait, math.inf)
+        return Bound(knob, value, b, f"{name} can gain at most {_x(b)}: the step waits for input "
+                                     f"{_pct(wait)} of the time")
+    compute = 1.0 - (wait or 0.0)
+    if knob == "mixed_precision":
+        dtype = "bfloat16" if "bfloat16" in str(value) else "float16"
+        ratio, kind = _dtype_ratio(result, dtype)
+        if ratio is None:
+            return Bound(knob, value, None, f"{name}: bound unknown: this machine's {dtype} and float32 peaks "
+                                            "were not measured")
+        b = amdahl(compute, max(ratio, 1.0))
+        peak = "this machine's" if kind == "measured" else "the datasheet"
+        return Bound(knob, value, b, f"{name} can gain at most {_x(b)}: compute is {_pct(compute)} of the step "
+                                     f"and {peak} {dtype} peak is {ratio:.2g}x its float32 peak")
+    if knob == "steps_per_execution":
+        overhead, step = getattr(result, "call_overhead_s", None), result.median_step_s
+        if not overhead or not step:
+            return Bound(knob, value, None, f"{name}: bound unknown: this run did not measure its per-call "
+                                            "overhead")
+        spe = max(getattr(result, "steps_per_call", 1), 1)
+        share = min(overhead / spe / step, 1.0)     # overhead per training step, over the step
+        if value <= spe:
+            return Bound(knob, value, 1.0, f"{name} can gain nothing: the run already ran {spe} steps a call")
+        b = amdahl(share, value / spe)
+        return Bound(knob, value, b, f"{name} can gain at most {_x(b)}: per-call overhead is {_pct(share)} "
+                                     f"of the step ({overhead * 1e6:.0f} us a call)")
+    if knob == "jit_compile":
+        mfu = getattr(result, "mfu", None)
+        if not mfu:
+            return Bound(knob, value, None, f"{name}: bound unknown: XLA removes memory traffic and launches, "
+                                            "not FLOPs, and this run's FLOPs or peak were not counted")
+        floor = min((wait or 0.0) + mfu, 1.0)
+        b = 1.0 / floor
+        return Bound(knob, value, b, f"{name} can gain at most {_x(b)}: fusion removes memory traffic and "
+                                     f"launches, not FLOPs; the step's FLOPs at this machine's measured "
+                                     f"{result.compute_dtype} peak take {_pct(mfu)} of it")
+    return Bound(knob, value, None, f"{name}: bound unknown: no rule bounds this knob")
+
+
+def score_bound(bound: Optional[float], measured_speedup: float, noise: float = 0.0) -> str:
+    """Score a measured gain against its bound.
+
+    Args:
+        bound: the most the change could gain (``Bound.speedup``); ``None`` when unknown.
+        measured_speedup: the measured gain (baseline median step over the new one; > 1 faster).
+        noise: the measurement's relative uncertainty (0.05: +-5 %); a gain above the bound
+            by no more than this is within noise.
+
+    Returns:
+        ``"bound 1.9x, measured 1.7x (89 % of the bound)"``; for a gain above the bound
+        beyond noise, a sentence saying the bound or the measurement is wrong.
+
+    Raises:
+        ValueError: for a measured speed-up <= 0, a bound < 1 or a negative noise.
+
+    Example:
+        >>> score_bound(1.9, 1.7)
+        'bound 1.9x, measured 1.7x (89 % of the bound)'
+        >>> score_bound(1.5, 2.0, noise=0.1)
+        'measured 2.0x is above its bound 1.5x beyond noise (+-10 %): the bound or the measurement is wrong'
+    """
+    if not measured_speedup > 0:
+        raise ValueError(f"measured_speedup={measured_speedup!r} is not allowed; a ratio > 0")
+    if noise < 0:
+        raise ValueError(f"noise={noise!r} is not allowed; a relative uncertainty >= 0")
+    measured = _x(measured_speedup)
+    if bound is None:
+        return f"bound unknown, measured {measured}"
+    if bound < 1:
+        raise ValueError(f"bound={bound!r} is not allowed; a speed-up bound >= 1 or None")
+    if measured_speedup > bound * (1 + noise):
+        return (f"measured {measured} is above its bound {_x(bound)} beyond noise (+-{noise * 100:.0f} %): "
+                "the bound or the measurement is wrong")
+    if math.isinf(bound):
+        return f"no bound, measured {measured}"
+    return f"bound {_x(bound)}, measured {measured} ({100 * measured_speedup / bound:.0f} % of the bound)"
 
 
 #: RunConfig knobs whose effect depends on the hardware, in the order ``expectations`` lists them:

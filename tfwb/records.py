@@ -16,7 +16,9 @@ from tfwb.config import RunConfig
 from tfwb.diagnosis import diagnose
 
 #: 2: notes are (kind, text) pairs; warm-up gradient norms and loss scales kept apart.
-SCHEMA_VERSION = 2
+#: 3: model FLOPs per step, this machine's measured and datasheet peaks, MFU, per-call overhead
+#: (records of schema 1 and 2 load with those fields None).
+SCHEMA_VERSION = 3
 STATUSES = ("ok", "failed", "interrupted", "diverged")
 #: What a note is about. ``data``: the input pipeline; ``steps``: how steps were counted or
 #: timed; ``distribution``: strategies, replicas, clusters; ``tracing``: retracing;
@@ -25,6 +27,10 @@ STATUSES = ("ok", "failed", "interrupted", "diverged")
 NOTE_KINDS = ("data", "steps", "distribution", "tracing", "tensorflow", "observer", "other")
 #: Final loss: the mean of this share (at least one) of the last measured losses.
 FINAL_LOSS_SHARE = 0.25
+#: The dtype a run's matmuls compute in, per ``mixed_precision`` value (the peak its MFU is read against).
+COMPUTE_DTYPES = {"off": "float32", "mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
+#: ``mfu_text`` names at most this many uncounted layers, then how many more.
+UNCOUNTED_SHOWN = 3
 
 
 class Note(str):
@@ -187,6 +193,28 @@ class RunResult:
         traces: how many times TF traced the step function (its own count; ``None``
             in eager execution); ``traces_after_warmup``: how many of those happened
             after warm-up (retracing: new input shapes or Python-value arguments).
+        model_flops_per_step: the model's FLOPs per training step, counted from its layers
+            (``tfwb.tf.runner.flops.count_flops``): 3 x forward FLOPs per example x global
+            batch (forward plus two backward matmuls, the convention behind "model FLOPs
+            utilization"); ``None`` when some layer could not be counted (``flops_uncounted``
+            names them), the run failed before its model existed, or the record predates it.
+        flops_uncounted: ``"name (ClassName)"`` of every layer the count could not read.
+        peak_flops_per_s: this machine's measured peak FLOP/s in the run's compute dtype
+            (``compute_dtype``) on the devices the step ran on (a matmul benchmark,
+            ``tfwb.tf.runner.peak.measure_peak``, cached per machine; times the replicas
+            when they are separate accelerators); ``None`` when not measured (``peak_reason``).
+        peak_device: what the peak was measured on (``"CPU (2 cores)"``, ``"GPU 0: ..."``).
+        peak_reason: why there is no measured peak (``""`` when there is one).
+        datasheet_flops_per_s / datasheet_source: the published (or, for a CPU, the
+            cores x clock x FLOPs-per-cycle) peak of that dtype, and where it comes from.
+        peaks: per dtype (``float32``, ``bfloat16``, ``float16``) ``{"measured": FLOP/s or
+            None, "datasheet": FLOP/s or None, "source": str}``: what the bound of a mixed
+            precision suggestion reads (``tfwb.diagnosis``).
+        call_overhead_s: the measured cost of one call of a ``tf.function`` that does no work
+            (dispatch alone): a floor of the per-call overhead ``steps_per_execution``
+            amortises; ``None`` when not measured.
+        mfu: model FLOPs utilization: ``achieved_flops_per_s`` over ``peak_flops_per_s`` (a
+            fraction); ``None`` whenever either is unknown (never a guess). Derived when not given.
         replicas: how many replicas trained together (``num_replicas_in_sync``: 1 for
             ``default``, the devices for ``mirrored``, every worker's devices together for
             ``multi_worker``); ``None`` when the run failed before its strategy existed.
@@ -224,6 +252,16 @@ class RunResult:
     replicas: Optional[int] = None
     input_floor_s: Optional[float] = None
     window_calls: Tuple[int, ...] = ()
+    model_flops_per_step: Optional[float] = None
+    flops_uncounted: Tuple[str, ...] = ()
+    peak_flops_per_s: Optional[float] = None
+    peak_device: str = ""
+    peak_reason: str = ""
+    datasheet_flops_per_s: Optional[float] = None
+    datasheet_source: str = ""
+    peaks: dict = field(default_factory=dict)
+    call_overhead_s: Optional[float] = None
+    mfu: Optional[float] = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.config, RunConfig):
@@ -243,6 +281,18 @@ class RunResult:
         object.__setattr__(self, "extras", json.loads(json.dumps(_finite(self.extras), default=str)))
         if len(self.input_wait_s) not in (0, len(self.step_times_s)):
             raise ValueError("input_wait_s must have one value per measured step")
+        object.__setattr__(self, "flops_uncounted", tuple(str(n) for n in self.flops_uncounted))
+        object.__setattr__(self, "peaks", json.loads(json.dumps(_finite(self.peaks), default=str)))
+        for name in ("model_flops_per_step", "peak_flops_per_s", "datasheet_flops_per_s", "call_overhead_s",
+                     "mfu"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not math.isfinite(value) or value < 0):
+                raise ValueError(f"{name}={value!r} is not allowed; a finite number >= 0 or None")
+        if self.mfu is None:
+            achieved = self.achieved_flops_per_s
+            if achieved is not None and self.peak_flops_per_s:
+                object.__setattr__(self, "mfu", achieved / self.peak_flops_per_s)
 
     # -- derived numbers ---------------------------------------------------
     @property
@@ -409,6 +459,71 @@ class RunResult:
                                       for s in chosen) for g in range(n_gpus)],
         }
 
+    # -- how far from the limit ----------------------------------------------
+    @property
+    def compute_dtype(self) -> str:
+        """The dtype the run's matmuls compute in: ``float32``, ``float16`` or ``bfloat16``."""
+        return COMPUTE_DTYPES.get(self.config.mixed_precision, "float32")
+
+    @property
+    def achieved_flops_per_s(self) -> Optional[float]:
+        """Model FLOPs per second at the median step time; ``None`` without a counted model or steps.
+
+        Example:
+            >>> r = RunResult(config=RunConfig(), step_times_s=(0.5, 0.5), model_flops_per_step=1e9)
+            >>> r.achieved_flops_per_s
+            2000000000.0
+        """
+        m = self.median_step_s
+        if self.model_flops_per_step is None or not m:
+            return None
+        return self.model_flops_per_step / m
+
+    @property
+    def datasheet_mfu(self) -> Optional[float]:
+        """Achieved FLOP/s over the datasheet peak of the compute dtype (``None`` when either is unknown)."""
+        achieved = self.achieved_flops_per_s
+        if achieved is None or not self.datasheet_flops_per_s:
+            return None
+        return achieved / self.datasheet_flops_per_s
+
+    def mfu_text(self) -> str:
+        """How far the run is from this machine's limit, in words; ``""`` where nothing was counted.
+
+        ``"MFU 23 % of this machine's measured bfloat16 peak (41 % of datasheet)"``;
+        ``"MFU not counted (layers: lstm (LSTM))"`` when a layer could not be counted;
+        ``"MFU unknown: ..."`` when the peak was not measured. Never a number that was
+        not measured: a result recorded before FLOPs were counted says nothing (``""``).
+
+        Example:
+            >>> r = RunResult(config=RunConfig(), step_times_s=(0.1,) * 3, model_flops_per_step=2.3e9,
+            ...               peak_flops_per_s=1e11, datasheet_flops_per_s=5.6e10)
+            >>> r.mfu_text()
+            "MFU 23 % of this machine's measured float32 peak (41 % of datasheet)"
+        """
+        if self.flops_uncounted:
+            shown = ", ".join(self.flops_uncounted[:UNCOUNTED_SHOWN])
+            more = len(self.flops_uncounted) - UNCOUNTED_SHOWN
+            return f"MFU not counted (layers: {shown}{f' and {more} more' if more > 0 else ''})"
+        if self.model_flops_per_step is None or self.achieved_flops_per_s is None:
+            return ""
+        dtype = self.compute_dtype
+        if self.mfu is None:
+            why = self.peak_reason or "no measured peak"
+            text = f"MFU unknown: this machine's {dtype} peak was not measured ({why})"
+            if self.datasheet_mfu is not None:
+                text += f"; {percent(self.datasheet_mfu)} of {self._datasheet_name}"
+            return text
+        text = f"MFU {percent(self.mfu)} of this machine's measured {dtype} peak"
+        if self.datasheet_mfu is not None:
+            text += f" ({percent(self.datasheet_mfu)} of {self._datasheet_name})"
+        return text
+
+    @property
+    def _datasheet_name(self) -> str:
+        """``"datasheet"``, or for a CPU the formula the figure comes from (cores x clock x FLOPs/cycle)."""
+        return "cores x clock x FLOPs/cycle" if self.datasheet_source.startswith("formula") else "datasheet"
+
     @property
     def first_step_s(self) -> Optional[float]:
         """The first step's time (tracing, compilation): warm-up if any, else step 0."""
@@ -425,6 +540,9 @@ class RunResult:
         if self.throughput_per_s:
             parts.append(f"{self.throughput_per_s:,.0f} examples/s")
         parts.append(diagnose(self).headline)   # includes the input-wait share
+        mfu = self.mfu_text()
+        if mfu:
+            parts.append(mfu)
         return ", ".join(parts)
 
     # -- JSON ----------------------------------------------------------------
@@ -479,6 +597,19 @@ class RunResult:
         except (TypeError, json.JSONDecodeError) as e:
             raise ValueError(f"not a RunResult: invalid JSON ({e})") from None
         return cls.from_dict(data)
+
+
+def percent(fraction: float) -> str:
+    """A fraction as a percentage with a space and two significant digits below 10 %.
+
+    Example:
+        >>> percent(0.2349), percent(0.0412), percent(0.00041)
+        ('23 %', '4.1 %', '0.041 %')
+    """
+    v = fraction * 100
+    if v >= 10:
+        return f"{v:.0f} %"
+    return f"{v:.2g} %"
 
 
 def _finite(obj: Any) -> Any:

@@ -11,8 +11,9 @@
 Every knob of ``tfwb.config.KNOBS`` is an option of ``run`` (``tfwb.cli.options``:
 ``--field-name VALUE``, parsed by ``Knob.parse``; ``run --help`` lists every knob with
 its help, default and allowed values). ``run`` calls its runner as every caller does,
-``runner(cfg, observers)``: the step counter on stderr is a ``tfwb.observers.Progress``
-drawn by ``tfwb.cli.drawer.Drawer``, and Ctrl-C sets a ``tfwb.observers.StopFlag``
+``runner(cfg, observers)``; it prints the run's summary (with its MFU: ``RunResult.mfu_text``)
+and one line per suggestion with the most it can gain (``suggestion_lines``). The step
+counter on stderr is a ``tfwb.observers.Progress`` drawn by ``tfwb.cli.drawer.Drawer``, and Ctrl-C sets a ``tfwb.observers.StopFlag``
 (through ``tfwb.interrupts.InterruptBridge``), so the run ends after its current step,
 recorded as interrupted. ``--history`` appends to a ``tfwb.history.History``.
 
@@ -38,13 +39,14 @@ from tfwb.cli.drawer import Drawer, say, stderr_for_drawing
 from tfwb.cli.options import (EXIT_INTERRUPTED, PROG, HelpFormatter, add_knob_options, allowed_text, default_text,
                               knob_changes, option, suggestion)
 from tfwb.config import KNOBS, RunConfig
+from tfwb.diagnosis import diagnose
 from tfwb.history import History
 from tfwb.interrupts import InterruptBridge
 from tfwb.knobs import GROUPS, markdown_table
 from tfwb.observers import Observer, Progress, StopFlag
 from tfwb.records import RunResult
 
-__all__ = ["main", "build_parser", "parse_args", "knobs_text", "hardware_lines", "Runner"]
+__all__ = ["main", "build_parser", "parse_args", "knobs_text", "hardware_lines", "suggestion_lines", "Runner"]
 
 #: ``runner(cfg, observers) -> RunResult``: ``tfwb.run``, or a fake in tests.
 Runner = Callable[[RunConfig, Sequence[Observer]], RunResult]
@@ -160,7 +162,8 @@ def cmd_run(parser: argparse.ArgumentParser, args: argparse.Namespace, runner: O
     with stderr_for_drawing() as err:
         drawer = Drawer(err) if show else None
         if drawer is not None:
-            observers.append(Progress(drawer.steps(cfg.label or cfg.workload, cfg.warmup_steps)))
+            observers.append(Progress(drawer.steps(cfg.label or cfg.workload,      # warm-up in whole calls
+                                                   cfg.calls[0] * cfg.steps_per_execution)))
         observers.append(stop)
         try:
             with InterruptBridge(lambda: stop.set("interrupted by the user (Ctrl-C)", interrupted=True),
@@ -177,9 +180,24 @@ def cmd_run(parser: argparse.ArgumentParser, args: argparse.Namespace, runner: O
             say(result.to_json() if args.json else result.summary())
             return 1
     say(result.to_json() if args.json else result.summary())
+    if not args.json:
+        for line in suggestion_lines(result):
+            say(line)
     for note in result.notes:
         say(f"note: {note}", err=True)
     return run_status(result)
+
+
+def suggestion_lines(result: RunResult) -> List[str]:
+    """One line per suggestion of the run's diagnosis: the change, why, and the most it can gain.
+
+    Example:
+        >>> line = suggestion_lines(result)[0]      # a run that waits 30 % of each step for input
+        >>> line.split(": ")[0], line.split("; ")[-1]
+        ('try interleave=True', 'interleave can gain at most 1.4x: the step waits for input 30 % of the time')
+    """
+    d = diagnose(result)
+    return [f"try {knob}={value!r}: {why}; {b.text}" for (knob, value, why), b in zip(d.suggestions, d.bounds)]
 
 
 def worker_error(args: argparse.Namespace, message: str, status: int) -> int:

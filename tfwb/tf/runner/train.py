@@ -39,6 +39,19 @@ stop, a profiler window, TensorBoard scalars, a Stop button). This module only
 orchestrates; the optimizer (``optimizers``), the step function (``step``), the
 fingerprint (``fingerprint``) and the devices (``devices``) live in their own modules.
 
+How far from the limit (``limits``): once per run, after its steps (nothing runs in the
+step loop), the model's FLOPs are counted from its layers (``flops.count_flops``: once per
+model build, milliseconds) and this machine's peak in the run's compute dtype is read
+from ``peak.measure_peak`` (a matmul benchmark cached per machine fingerprint: the first
+run on a machine pays up to ``PEAK_BUDGET_S`` per dtype, later runs read the cache; in
+one process each peak is read once). Under ``TFWB_FAST=1`` (tests, small chapters) the
+benchmark gets ``FAST_PEAK_BUDGET_S`` per dtype and is not written to the machine's
+cache, so a rough figure never stands in for the real one. The float32 peak is read too
+(the bound of a mixed precision suggestion is a ratio to it), and on an accelerator the
+other half-precision dtype as well; a CPU is never suggested mixed precision, so its
+half-precision peaks are measured only for runs that use them. A cluster's workers do
+not measure (they share or span machines): ``peak_reason`` says so, and ``mfu`` stays None.
+
 Global state: a run sets the Keras dtype policy and restores the previous one;
 it seeds Python, NumPy and TF with ``cfg.seed`` (``keras.utils.set_random_seed``),
 which stays set; before it touches TF's runtime it calls ``setup_devices()``, which
@@ -48,7 +61,9 @@ started yet (see ``tfwb.tf.runner.devices``). Importing this module changes noth
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -57,6 +72,7 @@ from typing import Callable, Iterator, List, Optional, Sequence
 import keras
 import tensorflow as tf
 
+from tfwb import peaks as datasheet
 from tfwb import stats
 from tfwb.config import RunConfig
 from tfwb.lifecycle import Lifecycle, run_clock
@@ -68,13 +84,14 @@ from tfwb.tf.runner.pipeline import build_dataset
 from tfwb.tf.runner.quiet import TF_LOG_LINE, native_stderr_captured
 from tfwb.tf.runner.devices import device_sync, setup_devices
 from tfwb.tf.runner.fingerprint import fingerprint
+from tfwb.tf.runner.flops import count_flops
 from tfwb.tf.runner.memory import MemoryPeak
 from tfwb.tf.runner.optimizers import make_optimizer
 from tfwb.tf.runner.step import make_step, per_example_loss, tracing_count
 from tfwb.tf.runner.strategies import CLUSTER_STRATEGIES, coordinate, distribute, distribution_facts, in_worker, make_strategy, prepare
 
 __all__ = ["run_process", "prepared", "timed_steps", "input_floor_s", "Prepared", "StepLog", "make_optimizer",
-           "fingerprint", "WINDOW_S"]
+           "fingerprint", "WINDOW_S", "limits", "call_overhead_s"]
 
 #: Windowed timing closes a window at the first step that ends this long after the window
 #: began (host clock). The sync at its end (and, on a GPU, the device's idle moment while
@@ -82,6 +99,15 @@ __all__ = ["run_process", "prepared", "timed_steps", "input_floor_s", "Prepared"
 WINDOW_S = 0.1
 #: ``next()`` calls timed on a second iterator over staged batches (``input_floor_s``).
 FLOOR_CALLS = 21
+#: Seconds the peak benchmark may take per dtype on a machine's first run (``limits``).
+PEAK_BUDGET_S = 1.5
+#: Under ``TFWB_FAST=1``: per dtype, and the figure is not written to the machine's cache.
+FAST_PEAK_BUDGET_S = 0.2
+#: Peaks read in this process, by (dtype, device, fast): each is benchmarked (or read) once.
+_PEAKS: dict = {}
+#: The no-op function ``call_overhead_s`` times, and the datasheet figures, once per process.
+_NOOP: dict = {}
+_DATASHEET: dict = {}
 
 
 @dataclass
@@ -473,6 +499,8 @@ def run_process(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_err
                     timed_steps(p, life.calls, life.clock, log, state=state, dispatch=life.dispatch,
                                 first=len(log.times_s))
                 facts["traces"] = tracing_count(p.step)
+                if log.times_s and not state.interrupted and state.diverged_at is None:
+                    facts.update(limits(cfg, p.strategy, p.model, state.notes))   # after the steps: not timed
             if state.diverged_at is not None:
                 error = (f"the loss became {log.losses[-1]} at step {(state.diverged_at + 1) * spe} "
                          f"(warm-up included): the run diverged; lower learning_rate "
@@ -486,7 +514,158 @@ def run_process(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_err
                 raise
     state.notes.extend(_native_notes(native))
     life.end(life.status(failed))
-    return life.result(state.status, error, **facts)
+    measured = {k: facts.pop(k) for k in LIMIT_FIELDS if k in facts}
+    result = life.result(state.status, error, **facts)
+    return dataclasses.replace(result, **measured) if measured else result
+
+
+#: The RunResult fields ``limits`` fills.
+LIMIT_FIELDS = ("model_flops_per_step", "flops_uncounted", "peak_flops_per_s", "peak_device", "peak_reason",
+                "datasheet_flops_per_s", "datasheet_source", "peaks", "call_overhead_s")
+
+
+def call_overhead_s(calls: int = FLOOR_CALLS, clock: Callable[[], float] = time.perf_counter) -> float:
+    """The median cost of calling a traced ``tf.function`` that does no work: dispatch alone.
+
+    A floor of the per-call overhead ``steps_per_execution`` amortises (the step's own
+    call passes more arguments, and a strategy's ``run`` adds to it).
+    """
+    if "noop" not in _NOOP:                    # traced once per process
+        _NOOP["noop"], _NOOP["x"] = tf.function(lambda x: x), tf.constant(0.0)
+        _NOOP["noop"](_NOOP["x"])
+    noop, x = _NOOP["noop"], _NOOP["x"]
+    times = []
+    for _ in range(calls):
+        t0 = clock()
+        noop(x)
+        times.append(clock() - t0)
+    return stats.median(times)
+
+
+def _step_devices(strategy) -> tuple:
+    """(kind ``"GPU"``/``"TPU"``/``"CPU"``, how many, ``measure_peak``'s device: ``"GPU:n"``, ``"TPU"``, ``"CPU"``).
+
+    The devices the step ran on: the strategy's; for the default strategy, the first GPU
+    (TensorFlow places ops there) or the CPU. Logical CPU devices count once: they share
+    the same cores.
+    """
+    try:
+        names = list(strategy.extended.worker_devices)
+    except (AttributeError, NotImplementedError, RuntimeError, ValueError):
+        names = []
+    if _is_default(strategy) or not names:
+        return ("GPU", 1, "GPU:0") if tf.config.list_logical_devices("GPU") else ("CPU", 1, "CPU")
+    for kind in ("TPU", "GPU"):
+        mine = [n for n in names if f"{kind}:" in n.upper()]
+        if mine:
+            index = mine[0].rsplit(":", 1)[-1]
+            return kind, len(mine), f"GPU:{index}" if kind == "GPU" and index.isdigit() else kind
+    return "CPU", 1, "CPU"
+
+
+def _is_default(strategy) -> bool:
+    """Whether ``strategy`` is TensorFlow's default (no distribution): TF's own placement then."""
+    return strategy is tf.distribute.get_strategy() and not tf.distribute.has_strategy()
+
+
+def _peak(dtype: str, device: str, fast: bool):
+    """``measure_peak`` once per process per (dtype, device); under TFWB_FAST short and not cached."""
+    key = (dtype, device, fast)
+    if key not in _PEAKS:
+        from tfwb.tf.runner.peak import measure_peak   # lazy: only a run that measured steps reads a peak
+
+        _PEAKS[key] = measure_peak(dtype, device, budget_s=FAST_PEAK_BUDGET_S if fast else PEAK_BUDGET_S,
+                                   cache=not fast)
+    return _PEAKS[key]
+
+
+def _datasheet(kind: str, peak_device: str, dtype: str) -> tuple:
+    """(FLOP/s, source) from the datasheet table for an accelerator, the CPU formula for a CPU; (None, "")."""
+    key = (kind, peak_device, dtype)
+    if key not in _DATASHEET:
+        _DATASHEET[key] = _read_datasheet(kind, peak_device, dtype)
+    return _DATASHEET[key]
+
+
+def _read_datasheet(kind: str, peak_device: str, dtype: str) -> tuple:
+    try:
+        if kind == "CPU":
+            from tfwb import hardware
+
+            hw = hardware.detect()
+            found = datasheet.cpu_peak(hw.cpu_count or 0, datasheet.cpu_ghz(), hw.cpu_flags, dtype)
+        else:
+            name = peak_device
+            if kind == "GPU":
+                details = tf.config.experimental.get_device_details(tf.config.list_physical_devices("GPU")[0])
+                name = details.get("device_name") or peak_device
+            found = datasheet.datasheet_peak(name, dtype)
+    except (ValueError, IndexError, OSError):
+        found = None
+    return found if found else (None, "")
+
+
+def limits(cfg: RunConfig, strategy, model, notes: Optional[List[str]] = None) -> dict:
+    """How far a run is from this machine's limit: the RunResult fields it fills (``LIMIT_FIELDS``).
+
+    Counts the model's FLOPs (``count_flops``), reads this machine's peak per dtype
+    (``measure_peak``, see the module docstring for when it is measured and cached), the
+    datasheet peak, and the per-call overhead (``call_overhead_s``). Nothing here raises:
+    what could not be read is ``None`` with a reason (``peak_reason``) or a note.
+
+    Args:
+        cfg: the run's knobs (the compute dtype, the global batch, the strategy).
+        strategy: the strategy the step ran under (its devices).
+        model: the built model.
+        notes: where a note on a count that failed goes.
+
+    Returns:
+        ``{field: value}`` for ``dataclasses.replace`` on the run's RunResult.
+    """
+    out: dict = {}
+    try:
+        count = count_flops(model)
+        out["model_flops_per_step"] = count.train_step(cfg.batch_size)
+        out["flops_uncounted"] = tuple(count.uncounted)
+    except Exception as e:  # noqa: BLE001 - a model the counter cannot read: say so, never a wrong number
+        out["flops_uncounted"] = (f"the whole model ({type(e).__name__}: {e})",)
+    try:
+        out["call_overhead_s"] = call_overhead_s()
+    except Exception as e:  # noqa: BLE001 - a figure the bound does without
+        if notes is not None:
+            notes.append(f"steps_per_execution: the per-call overhead was not measured ({type(e).__name__}: {e})")
+    dtype = {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}.get(cfg.mixed_precision, "float32")
+    if cfg.strategy in CLUSTER_STRATEGIES:
+        out["peak_reason"] = "a cluster's workers do not measure a peak (they share or span machines)"
+        return out
+    kind, count_devices, device = _step_devices(strategy)
+    wanted = ["float32", dtype] + (["bfloat16", "float16"] if kind != "CPU" else [])
+    fast = os.environ.get("TFWB_FAST") == "1"
+    peaks: dict = {}
+    for d in dict.fromkeys(wanted):                 # in order, once each
+        entry = {"measured": None, "datasheet": None, "source": ""}
+        try:
+            pk = _peak(d, device, fast)
+            if pk.flops_per_s:
+                entry["measured"] = pk.flops_per_s * (count_devices if kind != "CPU" else 1)
+            if d == dtype:
+                out["peak_device"] = pk.device + (f" x {count_devices}" if kind != "CPU" and count_devices > 1
+                                                  else "")
+                out["peak_reason"] = "" if pk.flops_per_s else (pk.reason or "not measured")
+        except Exception as e:  # noqa: BLE001 - no peak is no error: the run says why
+            if d == dtype:
+                out["peak_reason"] = f"the benchmark failed: {type(e).__name__}: {e}"
+        flops, source = _datasheet(kind, out.get("peak_device", ""), d)
+        if flops:
+            entry["datasheet"], entry["source"] = flops * (count_devices if kind != "CPU" else 1), source
+        peaks[d] = entry
+    out["peaks"] = peaks
+    out["peak_flops_per_s"] = peaks[dtype]["measured"]
+    out["datasheet_flops_per_s"] = peaks[dtype]["datasheet"]
+    out["datasheet_source"] = peaks[dtype]["source"]
+    if fast and out["peak_flops_per_s"]:
+        out["peak_device"] = out.get("peak_device", "") + " (TFWB_FAST=1: a short benchmark, not cached)"
+    return out
 
 
 
