@@ -4,7 +4,11 @@ from __future__ import annotations
 import json
 import math
 
+import re
+
 import pytest
+
+from tfwb.diagnosis import diagnose
 
 from tfwb.config import RunConfig
 from tfwb.records import Note, RunResult, Sample
@@ -245,7 +249,8 @@ def test_mfu_is_achieved_flops_over_the_measured_peak_of_the_compute_dtype():
     assert r.achieved_flops_per_s == pytest.approx(2.3e10)
     assert r.mfu == pytest.approx(0.23) and r.datasheet_mfu == pytest.approx(2.3e10 / 5.6e10)
     assert r.mfu_text() == "MFU 23 % of this machine's measured bfloat16 peak (41 % of datasheet)"
-    assert r.summary().endswith(", MFU 23 % of this machine's measured bfloat16 peak (41 % of datasheet)")
+    assert ", MFU 23 % of this machine's measured bfloat16 peak (41 % of datasheet), " in r.summary()
+    assert r.summary().endswith(diagnose(r).headline)     # the suggestion ends the line
 
 
 def test_mfu_text_never_shows_a_number_that_was_not_measured():
@@ -259,7 +264,8 @@ def test_mfu_text_never_shows_a_number_that_was_not_measured():
     uncounted = limited(model_flops_per_step=None, flops_uncounted=("lstm (LSTM)", "a (A)", "b (B)", "c (C)"))
     assert uncounted.mfu is None and uncounted.achieved_flops_per_s is None
     assert uncounted.mfu_text() == "MFU not counted (layers: lstm (LSTM), a (A), b (B) and 1 more)"
-    assert "%" not in uncounted.summary().split("MFU")[1]
+    assert "MFU not counted (layers: lstm (LSTM), a (A), b (B) and 1 more), " in uncounted.summary()
+    assert not re.search(r"MFU [0-9]", uncounted.summary())
     assert make_result().mfu_text() == ""          # a record without a count says nothing about MFU
 
 

@@ -387,5 +387,5 @@ def test_resolve_factory_registers_what_a_module_function_returns(tmp_path, monk
         resolve_factory("j8_user_work:needs_args")
     with pytest.raises(ValueError, match="cannot be loaded .*ModuleNotFoundError"):
         resolve_factory("no_such_module_j8:register")
-    with pytest.raises(ValueError, match="is not registered and is not 'module:function'"):
+    with pytest.raises(ValueError, match="is not allowed; workload must be one of .* or 'module:function'"):
         resolve_factory("nothing-here")

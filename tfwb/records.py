@@ -539,10 +539,10 @@ class RunResult:
         parts = [f"{name}: median step {s.median * 1e3:.1f} ms (IQR {s.q1 * 1e3:.1f}-{s.q3 * 1e3:.1f})"]
         if self.throughput_per_s:
             parts.append(f"{self.throughput_per_s:,.0f} examples/s")
-        parts.append(diagnose(self).headline)   # includes the input-wait share
         mfu = self.mfu_text()
         if mfu:
             parts.append(mfu)
+        parts.append(diagnose(self).headline)   # includes the input-wait share; last: it ends with a suggestion
         return ", ".join(parts)
 
     # -- JSON ----------------------------------------------------------------

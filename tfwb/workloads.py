@@ -505,8 +505,8 @@ def resolve_factory(spec: str) -> str:
     if isinstance(spec, str) and spec in _REGISTRY:
         return spec
     if not isinstance(spec, str) or not _REF.match(spec):
-        raise ValueError(f"workload={spec!r} is not registered and is not 'module:function'; registered: "
-                         + ", ".join(repr(n) for n in workload_names()))
+        raise ValueError(f"workload={spec!r} is not allowed; workload must be one of "
+                         + ", ".join(repr(n) for n in workload_names()) + " (registered) or 'module:function'")
     module_name, _, attr = spec.partition(":")
     try:
         obj: Any = importlib.import_module(module_name)

@@ -24,6 +24,7 @@ from typing import Any, Callable, Dict, Iterable, Optional
 
 from tfwb.config import KNOBS, RunConfig
 from tfwb.knobs import GROUPS, Knob
+from tfwb.workloads import resolve_factory
 
 __all__ = ["PROG", "EXIT_INTERRUPTED", "option", "allowed_text", "default_text", "metavar", "knob_type",
            "knob_help", "BoolKnobAction", "HelpFormatter", "add_knob_options", "knob_changes", "known_options",
@@ -84,9 +85,15 @@ def metavar(k: Knob) -> str:
 
 
 def knob_type(name: str, k: Knob) -> Callable[[str], Any]:
-    """An argparse ``type=``: ``Knob.parse``, its ``ValueError`` an argparse error (exit 2)."""
+    """An argparse ``type=``: ``Knob.parse``, its ``ValueError`` an argparse error (exit 2).
+
+    ``--workload module:function`` is resolved first (``tfwb.workloads.resolve_factory``): the
+    function registers the reader's own workload, whose name the knob then takes.
+    """
     def parse(text: str) -> Any:
         try:
+            if name == "workload":       # "module:function" registers the reader's own workload first
+                text = resolve_factory(text)
             return k.parse(name, text)
         except ValueError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
