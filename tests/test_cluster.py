@@ -173,6 +173,50 @@ def test_one_gpu_and_two_workers_puts_every_worker_on_the_cpu_and_says_so(monkey
     assert cluster._worker_env(tfc, two[1], True)["CUDA_VISIBLE_DEVICES"] == "1"
 
 
+class _FakeTfConfig:
+    """A stand-in for ``tf.config`` on a machine with ``gpus`` GPUs (``cluster._gpus_held(config=...)``)."""
+
+    def __init__(self, gpus: int, growth: bool = False, limit_mib=None):
+        import types
+
+        self.gpus = [types.SimpleNamespace(name=f"/physical_device:GPU:{i}", device_type="GPU") for i in range(gpus)]
+        self.growth, self.limit_mib = growth, limit_mib
+        self.experimental = types.SimpleNamespace(get_memory_growth=lambda gpu: self.growth)
+
+    def list_physical_devices(self, kind):
+        return self.gpus if kind == "GPU" else []
+
+    def get_logical_device_configuration(self, gpu):
+        import types
+
+        return None if self.limit_mib is None else [types.SimpleNamespace(memory_limit=self.limit_mib)]
+
+
+def test_a_gpu_this_process_holds_is_told_from_one_it_shares(monkeypatch):
+    monkeypatch.delenv("TF_FORCE_GPU_ALLOW_GROWTH", raising=False)
+    assert cluster._gpus_held(_FakeTfConfig(2), started=True)                      # TF's default: all of it
+    assert not cluster._gpus_held(_FakeTfConfig(2), started=False)                 # nothing held before the start
+    assert not cluster._gpus_held(_FakeTfConfig(2, growth=True), started=True)     # set_memory_growth
+    assert not cluster._gpus_held(_FakeTfConfig(2, limit_mib=1024), started=True)  # a memory limit
+    assert not cluster._gpus_held(_FakeTfConfig(0), started=True)                  # no GPU
+    monkeypatch.setenv("TF_FORCE_GPU_ALLOW_GROWTH", "true")                        # the allocator grows
+    assert not cluster._gpus_held(_FakeTfConfig(2), started=True)
+
+
+@pytest.mark.tf
+def test_gpus_this_process_holds_put_every_worker_on_the_cpu_and_say_why(monkeypatch):
+    monkeypatch.setattr(cluster, "_visible_gpus", lambda: ["0", "1"])     # a GPU per worker ...
+    monkeypatch.setattr(cluster, "_gpus_held", lambda: True)              # ... whose memory this process holds
+    shares = cluster.placement(2)
+    assert [s["gpus"] for s in shares] == [[], []]
+    env = cluster._worker_env(tfconfig.local(2)[0], shares[0], True)
+    assert env["CUDA_VISIBLE_DEVICES"] == "" and env["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
+    note = cluster.cpu_note(2, 2, held=True)
+    assert "already holds the memory" in note and "TF_FORCE_GPU_ALLOW_GROWTH=true" in note
+    monkeypatch.setattr(cluster, "_gpus_held", lambda: False)             # growth on here: the cards are free
+    assert [s["gpus"] for s in cluster.placement(2)] == [["0"], ["1"]] and cluster.cpu_note(2, 2) is None
+
+
 @pytest.mark.tf
 def test_more_mirrored_replicas_than_cores_is_an_error_not_a_cut():
     cores = len(os.sched_getaffinity(0))

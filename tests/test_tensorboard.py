@@ -29,12 +29,26 @@ CFG = RunConfig(workload="mlp", size="small", data_source="memory", steps=4, war
 
 @contextlib.contextmanager
 def tensorboard_server(logdir: str, log_path: str):
-    """A real ``tensorboard`` on a free loopback port, as a subprocess; stopped on exit."""
+    """A real ``tensorboard`` on a free loopback port, as a subprocess; stopped on exit.
+
+    It is started by the command chapter 06 prints (``terminal_command``), as printed, from
+    another folder and with no environment activated (``PATH`` without the venv's ``bin``),
+    as in a JupyterLab terminal when JupyterLab was started as ``.venv/bin/jupyter lab``.
+    """
+    import shlex
+
+    from tfwb.tf.lab.tensorboard import terminal_command
+
     port = tfconfig.free_ports(1)[0]
+    command = shlex.split(terminal_command(logdir))
+    assert command[0] == sys.executable and "tensorboard" not in os.path.basename(command[0])
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
+                                  if p and os.path.realpath(p) != os.path.realpath(os.path.dirname(sys.executable)))
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", logdir,
-                                 "--host", "127.0.0.1", "--port", str(port), "--reload_interval", "1"],
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(command + ["--host", "127.0.0.1", "--port", str(port), "--reload_interval", "1"],
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env,
+                                cwd=os.path.dirname(log_path))
     try:
         yield proc, f"http://127.0.0.1:{port}"
     finally:

@@ -8,7 +8,10 @@ chief's reported steps, one step log -> RunResult conversion). ``run_cluster``:
 
 1. checks what it can before any work: the machine can host ``workers`` processes
    (a CPU core each, a GPU each where there are GPUs, memory), the workload can be
-   imported by another process, the global batch divides among the replicas;
+   imported by another process, the global batch divides among the replicas. Workers
+   take GPU memory as they need it (``TF_FORCE_GPU_ALLOW_GROWTH=true``); with fewer
+   GPUs than workers, or GPUs whose memory this process's runtime already holds
+   (``holds_gpu_memory``), every worker runs on the CPU and the result's notes say why;
 2. chooses free loopback ports (checked) and writes each worker's ``TF_CONFIG``
    (``tfwb.tfconfig.local``: worker 0 is the chief), and gives the cluster a private
    network: TensorFlow's gRPC servers listen on every interface (``0.0.0.0``; no
@@ -101,6 +104,60 @@ def _visible_gpus() -> List[str]:
     return ids[:n]
 
 
+def holds_gpu_memory(runtime_started: bool, growth: Sequence[bool], limited: Sequence[bool],
+                     environ: Optional[Dict[str, str]] = None) -> bool:
+    """Whether a process's TensorFlow runtime holds (nearly) all the memory of one of its GPUs.
+
+    When TensorFlow's runtime starts, its allocator reserves nearly all of each visible GPU's
+    memory, unless memory growth is on for that GPU (``tf.config.experimental.set_memory_growth``
+    before the start, or ``TF_FORCE_GPU_ALLOW_GROWTH=true`` in the environment, which TensorFlow's
+    allocator reads and which overrides the setting) or the GPU was given logical devices with a
+    memory limit. A worker process started on such a card finds it full.
+
+    Args:
+        runtime_started: whether the process's runtime has started (before that nothing is held).
+        growth: per visible GPU, whether memory growth is set on it.
+        limited: per visible GPU, whether logical devices with a memory limit were configured on it.
+        environ: the process's environment (default ``os.environ``).
+
+    Returns:
+        True when the runtime started and some GPU has neither growth nor a limit.
+
+    Example:
+        >>> holds_gpu_memory(True, [False], [False], {}), holds_gpu_memory(False, [False], [False], {})
+        (True, False)
+        >>> holds_gpu_memory(True, [False], [False], {"TF_FORCE_GPU_ALLOW_GROWTH": "true"})
+        False
+    """
+    env = os.environ if environ is None else environ
+    if not runtime_started or env.get("TF_FORCE_GPU_ALLOW_GROWTH", "").strip().lower() == "true":
+        return False
+    return any(not g and not lim for g, lim in zip(growth, limited))
+
+
+def _gpus_held(config: Any = None, started: Optional[bool] = None) -> bool:
+    """Whether this process's TensorFlow runtime holds all the memory of a GPU (``holds_gpu_memory``).
+
+    ``config`` stands in for ``tf.config`` and ``started`` for whether the runtime started
+    (the tests' fakes); by default both are read from TensorFlow, without starting it.
+    """
+    if config is None:
+        import tensorflow as tf
+
+        config = tf.config
+    gpus = config.list_physical_devices("GPU")
+    if not gpus:
+        return False
+    if started is None:
+        from tensorflow.python.eager import context   # whether the runtime started: no public call says it
+
+        started = getattr(context.context(), "_context_handle", None) is not None
+    growth = [bool(config.experimental.get_memory_growth(g)) for g in gpus]
+    limited = [any(getattr(d, "memory_limit", None) for d in (config.get_logical_device_configuration(g) or ()))
+               for g in gpus]
+    return holds_gpu_memory(started, growth, limited)
+
+
 def _available_mib() -> Optional[float]:
     try:
         import psutil
@@ -128,7 +185,9 @@ def placement(workers: int, parameter_server: bool = False) -> List[dict]:
     in the order of ``tfwb.tfconfig.local``.
 
     With fewer GPUs than workers (one Colab T4, one A100) every worker runs on the CPU
-    (no GPU at all, ``cpu_note`` says why) instead of two workers sharing a card.
+    (no GPU at all, ``cpu_note`` says why) instead of two workers sharing a card. So does
+    every worker when this process's runtime already holds its GPUs' memory (started
+    without memory growth, ``holds_gpu_memory``): a worker would start on a full card.
 
     Raises:
         ValueError: when the machine cannot host ``workers`` processes: more than its
@@ -144,8 +203,8 @@ def placement(workers: int, parameter_server: bool = False) -> List[dict]:
                          f"core(s) for this process, and each local worker needs one of its own; use "
                          f"workers <= {len(cores)}, or run workers on more machines (python -m tfwb worker)")
     gpus = _visible_gpus()
-    if gpus and workers > len(gpus):
-        gpus = []                 # fewer GPUs than workers: every worker on the CPU (cpu_note says why)
+    if gpus and (workers > len(gpus) or _gpus_held()):
+        gpus = []                 # too few GPUs, or this process holds them: every worker on the CPU (cpu_note)
     free = _available_mib()
     extra = 2 if parameter_server else 0
     if free is not None and (workers + extra) * WORKER_MEMORY_MIB > free:
@@ -159,19 +218,29 @@ def placement(workers: int, parameter_server: bool = False) -> List[dict]:
     return shares
 
 
-def cpu_note(workers: int, gpus: int) -> Optional[str]:
+def cpu_note(workers: int, gpus: int, held: bool = False) -> Optional[str]:
     """Why a cluster of ``workers`` runs on the CPU of a machine with ``gpus`` GPUs (None: it does not).
 
     Two workers on one GPU would not show distribution: MultiWorkerMirroredStrategy's
     all-reduce on GPUs (NCCL) refuses two processes on one device, and two CUDA contexts
     that share its memory and compute measure their contention. On the CPU each worker
     has cores of its own, like a host, and the cluster's mechanics (start-up, all-reduce,
-    identical losses) are what they are across machines.
+    identical losses) are what they are across machines. With ``held`` (this process's
+    runtime holds its GPUs' memory, ``holds_gpu_memory``) the workers run on the CPU too.
 
     Example:
         >>> cpu_note(2, 2) is None, cpu_note(2, 1)[:44]
         (True, 'every worker runs on the CPU: this machine h')
+        >>> cpu_note(2, 2, held=True)[:60]
+        'every worker runs on the CPU: this process already holds the'
     """
+    if gpus and held and workers <= gpus:
+        return ("every worker runs on the CPU: this process already holds the memory of its GPU(s) (its "
+                "TensorFlow runtime started without memory growth and reserved nearly all of each card), so a "
+                "worker started on one would find it full. To give the workers the GPUs, set "
+                "TF_FORCE_GPU_ALLOW_GROWTH=true before this process's first TensorFlow work (or "
+                "tf.config.experimental.set_memory_growth(gpu, True) before the runtime starts), or start the "
+                "cluster from a process whose TensorFlow runtime has not started on the GPUs")
     if not gpus or workers <= gpus:
         return None
     return (f"every worker runs on the CPU: this machine has {gpus} GPU(s) for {workers} workers, and workers "
@@ -460,7 +529,8 @@ def run_cluster(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_err
     job = _Cluster(cfg, sent, spec, shares, observers, start_timeout_s, step_timeout_s,
                    started_at, raise_errors)
     job.network = network
-    on_cpu = cpu_note(cfg.workers, len(_visible_gpus()))
+    visible = _visible_gpus()
+    on_cpu = cpu_note(cfg.workers, len(visible), held=bool(visible) and _gpus_held())
     if on_cpu:
         job.notes.append(on_cpu)
     # Ctrl-C / a kernel interrupt on the main thread becomes the run's stop request, so it can never

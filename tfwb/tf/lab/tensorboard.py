@@ -6,7 +6,9 @@ utilization samples against the run's clock), so logging costs the measured step
 nothing. Each run gets its own sub-folder of ``logdir`` (TensorBoard's "run"); a
 name already holding event files gets a ``-2``, ``-3``... suffix instead of mixing
 two runs. Point TensorBoard at ``logdir``: ``%tensorboard --logdir DIR`` in
-JupyterLab or Colab, ``tensorboard --logdir DIR`` in a terminal.
+JupyterLab or Colab; in a terminal, ``terminal_command(DIR)`` (the kernel's interpreter
+with ``-m tensorboard.main``: a bare ``tensorboard`` is not found where no environment is
+activated).
 
 ``check_logdir`` is the one check of a log folder (created if missing, writable),
 used before any work by ``Scalars``, ``tfwb.profile``, the command line's
@@ -21,6 +23,7 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import shutil
 import sys
 from dataclasses import dataclass
@@ -196,6 +199,32 @@ def notebook_view(logdir: "str | os.PathLike", environ: Optional[MutableMapping[
         return NotebookView(False, text + f"\nnot started here (TFWB_FAST=1): run %load_ext tensorboard, "
                                           f"then %tensorboard --logdir {path}")
     return NotebookView(can_show, text)
+
+
+def terminal_command(logdir: "str | os.PathLike", python: Optional[str] = None) -> str:
+    """A shell command that starts TensorBoard on ``logdir`` with this kernel's own interpreter.
+
+    A bare ``tensorboard`` is "command not found" in a terminal where the environment that
+    holds it is not activated (JupyterLab started as ``.venv/bin/jupyter lab``, the README's
+    way); the interpreter running this kernel has TensorBoard, so ``python -m
+    tensorboard.main`` with that interpreter works as printed, from any folder (the path is
+    made absolute).
+
+    Args:
+        logdir: the folder TensorBoard reads.
+        python: the interpreter (default ``sys.executable``, the kernel's).
+
+    Returns:
+        The command, quoted for a POSIX shell.
+
+    Example:
+        >>> terminal_command("/runs/logs", python="/opt/venv/bin/python")
+        '/opt/venv/bin/python -m tensorboard.main --logdir /runs/logs'
+        >>> terminal_command("/my logs", python="/usr/bin/python3")
+        "/usr/bin/python3 -m tensorboard.main --logdir '/my logs'"
+    """
+    return (f"{shlex.quote(python or sys.executable)} -m tensorboard.main "
+            f"--logdir {shlex.quote(os.path.abspath(os.fspath(logdir)))}")
 
 
 class Scalars(Observer):
