@@ -317,8 +317,13 @@ def _strategy(hw: MachineLike, value: str) -> Expected:
         return Expected(SLOWER, "the replicas are logical devices on the same CPU cores: no extra "
                         "compute, plus an all-reduce every step", than)
     if value == "multi_worker":
+        if gpus == 1:
+            return Expected(SLOWER, "one GPU for two or more workers: tfwb runs every worker on the CPU "
+                            "(fewer GPUs than workers), against one device on the GPU", than)
         if gpus:
-            return Expected(None, "depends on the workers' GPUs and the network between them", than)
+            return Expected(None, "depends on the workers' GPUs and the network between them (the workers "
+                            "run on the CPU when there are fewer GPUs than workers, or when this process "
+                            "already holds the GPUs' memory: the run's notes say so)", than)
         return Expected(SLOWER, "the workers are processes sharing this machine's CPU cores (each gets "
                         "its own share of them: none brings new compute), and every step adds an all-reduce "
                         "between the processes over loopback (gRPC)", than)
