@@ -24,9 +24,10 @@ from tfwb.config import KNOBS
 from tfwb.hardware import DESCRIBED
 from tfwb.history import History
 from tfwb.observers import Dispatch, RunState, StepLog, StopFlag
-from tfwb.sweeps import plan, sweep
+from tfwb.sweeps import fit_plan, plan, sweep
 from tfwb.sweeps.rungs import rung_steps
 from tfwb.sweeps.progress import SweepProgress
+from tfwb.sweeps.rule import judge
 from tfwb.sweeps.result import FAILED, FINALIST, PROMOTED, SLOWER, WINNER, WORSE, example_times_s
 from tfwb.sweeps.search import exhaustive
 from tfwb.sweeps.space import FIXED_KNOBS, candidates, check_space, default_space, run_key
@@ -214,17 +215,66 @@ def test_a_candidate_that_trains_worse_is_pruned_even_when_fastest_and_tolerance
     r = sweep(BASE, SPACE, min_steps=6, rungs=2, runner=worse)
     assert all(t.status == WORSE for t in r.trials if t.config.cache)
     t = next(t for t in r.trials if t.label == "prefetch, cache")
-    assert "vs the naive run's" in t.reason[0] and "> 10% of its starting loss 2.04" in t.reason[0]
+    # The naive run drops from 2.04 to 1.38 after 7 steps' examples (warm-up's and 6 measured).
+    assert "vs the naive run's 1.38 after" in t.reason[0] and "> 10% of its drop 0.657 (from 2.04)" in t.reason[0]
     assert r.winner.label == "prefetch"
     lenient = sweep(BASE, SPACE, min_steps=6, rungs=2, loss_tolerance=0.5, runner=worse)
     assert lenient.winner.label == "prefetch, cache"
 
 
-def test_the_allowance_is_a_share_of_the_starting_loss_not_of_a_final_loss_near_zero():
-    # Final losses near zero: a +50 % relative difference is 0.005 in loss, far inside 10 % of 2.3.
+def run_of(losses, batch=64, spe=1, warmup=()):
+    """A finished run with these per-call losses (one step time per call)."""
+    cfg = BASE.replace(batch_size=batch, steps_per_execution=spe, steps=len(losses) * spe)
+    return RunResult(config=cfg, step_times_s=[0.1] * len(losses), losses=losses, warmup_losses=warmup,
+                     steps_per_call=spe)
+
+
+def test_the_allowance_is_a_share_of_the_naive_runs_drop_not_of_its_starting_loss():
+    # A short rung near ln 10: the naive run drops 2.30 -> 2.20. A candidate at 2.25 kept only half of
+    # that drop: 10 % of the *starting* loss (0.23) let it pass; 10 % of the drop (0.01) does not.
+    naive = run_of([2.30, 2.28, 2.25, 2.22, 2.20, 2.20, 2.20, 2.20])
+    half = run_of([2.30, 2.29, 2.28, 2.27, 2.26, 2.25, 2.25, 2.25])
+    v = judge(half, naive, steps=8, tolerance=0.1)
+    assert not v.passed and v.drop == pytest.approx(0.10) and v.allowance == pytest.approx(0.01)
+    assert "it achieved 50% of that drop" in v.reason
+    close = run_of([2.30, 2.28, 2.25, 2.22, 2.20, 2.20, 2.21, 2.209])     # 91 % of the drop
+    assert judge(close, naive, steps=8, tolerance=0.1).passed
+    # Final losses near zero: a +50 % relative difference is 0.005 in loss, far inside 10 % of a 2.0 drop.
     near_zero = FakeRunner(end_loss_fn=lambda cfg: 0.015 if cfg.cache else 0.01)
     r = sweep(BASE, SPACE, min_steps=40, rungs=1, runner=near_zero)
     assert not any(t.status == WORSE for t in r.trials) and r.winner.label == "prefetch, cache"
+
+
+def test_when_the_naive_run_did_not_drop_the_allowance_is_zero_and_the_summary_says_so():
+    flat = run_of([2.30, 2.31, 2.30, 2.31])
+    v = judge(run_of([2.30, 2.31, 2.30, 2.32]), flat, steps=4, tolerance=0.1)
+    assert not v.passed and v.flat and v.allowance == 0.0 and "did not drop" in v.reason
+    at_or_below = judge(run_of([2.30, 2.30, 2.30, 2.30]), flat, steps=4, tolerance=0.1)
+    assert at_or_below.passed and at_or_below.flat and "allowance is zero" in at_or_below.reason
+    stuck_losses = lambda cfg, observers=(): RunResult(           # noqa: E731 - every loss 2.3, cache 2.31
+        config=cfg, step_times_s=[step_time(cfg)] * cfg.steps, losses=[2.31 if cfg.cache else 2.3] * cfg.steps)
+    r = sweep(BASE, SPACE, min_steps=6, rungs=2, runner=stuck_losses)
+    assert r.flat_rungs == (0, 1) and all(t.status == WORSE for t in r.trials if t.config.cache)
+    assert "At rung 1 (6 steps), rung 2 (18 steps) the naive run's loss did not drop" in r.summary()
+    assert r.to_dict()["flat_rungs"] == [1, 2] and "allowance is zero" in r.to_dict()["loss_rule"]
+
+
+def test_a_larger_batch_is_compared_after_as_many_examples_not_as_many_steps():
+    # Loss falls with examples seen, the same for every batch: batch 256 after 8 steps saw 4x the examples.
+    def by_examples(batch, steps, spe=1):
+        return run_of([3.0 - 0.0005 * (i + 1) * batch * spe for i in range(steps // spe)], batch, spe)
+    naive = by_examples(64, 8)
+    big = by_examples(256, 8)
+    v = judge(big, naive, steps=8, tolerance=0.1)
+    assert v.examples == 512 and abs(v.loss - v.reference) < v.allowance and v.passed
+    # A batch-256 run that learns half as much per example is pruned, though after 8 steps (2,048
+    # examples) its loss is below the naive run's after 8 steps (512): compared step for step it passed.
+    slow = run_of([3.0 - 0.00025 * (i + 1) * 256 for i in range(8)], 256)
+    assert slow.final_loss() < naive.final_loss()
+    assert not judge(slow, naive, steps=8, tolerance=0.1).passed
+    # Several steps per call: compared at a whole number of calls of both.
+    v = judge(by_examples(64, 8, spe=4), naive, steps=8, tolerance=0.1)
+    assert v.examples == 512 and v.passed
 
 
 def test_failed_and_diverged_runs_are_pruned_with_their_error():
@@ -394,6 +444,40 @@ def test_charts_draw_every_stage_and_a_message_when_nothing_finished():
     assert not ax.axison and "interrupted" in ax.texts[0].get_text()
 
 
+def test_chart_labels_wrap_between_words_only():
+    from tfwb.ui.charts.sweep import wrap_label
+
+    label = "prefetch, parallel_map, mixed_precision=mixed_bfloat16, jit_compile"
+    lines = wrap_label(label, 30).split("\n")
+    assert lines == ["prefetch, parallel_map,", "mixed_precision=mixed_bfloat16,", "jit_compile"]
+    assert " ".join(lines) == label                     # every word whole
+
+
+def test_the_plan_estimates_the_search_from_a_step_time():
+    p = plan(BASE.replace(warmup_steps=2), {"prefetch": [False, True]}, min_steps=10, eta=3, rungs=2)
+    # naive 2 + 30 steps; rung 1: 2 x (2 + 10); rung 2: 1 x (2 + 30); 4 runs of 1 s setup.
+    assert p.estimate_s(0.1, setup_s=1.0) == pytest.approx(0.1 * (32 + 24 + 32) + 4.0)
+    big = plan(BASE.replace(warmup_steps=0), {"batch_size": [64, 256]}, min_steps=10, eta=2, rungs=1)
+    assert big.estimate_s(0.1) == pytest.approx(0.1 * (10 + 10 * 1 + 10 * 4))   # batch 256: 4x a step
+    with pytest.raises(ValueError, match="step_s"):
+        p.estimate_s(0)
+
+
+def test_fit_plan_leaves_knobs_out_in_order_until_the_estimate_fits_the_budget():
+    space = {"prefetch": [False, True], "cache": [False, True], "jit_compile": [False, True]}
+    base = BASE.replace(warmup_steps=0)
+    whole = plan(base, space, min_steps=10, rungs=1)
+    assert whole.estimate_s(0.1) == pytest.approx(9.0)                  # naive + 8 candidates, 10 steps each
+    p, dropped = fit_plan(base, space, 5.0, 0.1, drop=("jit_compile", "cache"), min_steps=10, rungs=1)
+    assert dropped == ("jit_compile",) and set(p.space) == {"prefetch", "cache"} and p.estimate_s(0.1) <= 5.0
+    p, dropped = fit_plan(base, space, 2.0, 0.1, drop=("jit_compile", "cache", "prefetch"), min_steps=10, rungs=1)
+    assert dropped == ("jit_compile", "cache") and set(p.space) == {"prefetch"}     # one knob always stays
+    p, dropped = fit_plan(base, space, 100.0, 0.1, drop=("jit_compile",), min_steps=10, rungs=1)
+    assert dropped == () and p.space == whole.space
+    with pytest.raises(ValueError, match="budget_s"):
+        fit_plan(base, space, 0, 0.1)
+
+
 def test_notebook_progress_bar_follows_the_sweep():
     from tfwb.ui.sweep_progress import STEPS, SweepProgressBar
 
@@ -474,6 +558,8 @@ def test_out_folder_refused_when_not_empty_unless_force(tmp_path, capsys):
     assert (out / "rungs.png").read_bytes()[:4] == b"\x89PNG"
     printed = capsys.readouterr().out
     assert "Winner: prefetch" in printed and "report.md" in printed
+    assert "Trains correctly: the run finished and, after as many training examples" in printed
+    assert "90% of the naive run's drop" in printed and "allowance is zero" in printed
 
 
 def test_ctrl_c_keeps_the_runs_and_resume_goes_on(tmp_path, capsys):

@@ -107,8 +107,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         formatter_class=HelpFormatter, allow_abbrev=False,
         usage=f"{PROG} sweep [--KNOB VALUE ...] [--knob NAME=V1,V2,... ...] [--out DIR [--force | --resume]]",
         description=textwrap.fill("Successive halving over the knobs: every candidate runs a few steps, the fastest "
-                    "1/eta of those that train correctly (status ok; final loss at most --loss-tolerance times "
-                    "the naive run's starting loss above the naive run's) run eta times longer, and so on; the finalists are compared "
+                    "1/eta of those that train correctly (status ok; after as many training examples as the naive "
+                    "run saw, a loss at most --loss-tolerance times the naive run's loss drop above the naive "
+                    "run's loss, so at least 90 % of its drop with 0.1; no allowance where the naive run's loss "
+                    "did not drop) run eta times longer, and so on; the finalists are compared "
                     "against each other and the naive run, noise-aware. The knob options below set the "
                     "naive baseline every candidate changes, as for run. Exit 0 when the sweep finished, "
                     "1 when the naive run failed or a file could not be written, 2 for a bad option, "
@@ -132,8 +134,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                      "the candidates go on (default 3)")
     own.add_argument("--rungs", type=int, default=3, metavar="N", help="rungs (default 3)")
     own.add_argument("--loss-tolerance", type=float, default=0.10, metavar="X",
-                     help="how far above the naive run's final loss a candidate's may be, as a share of "
-                          "the naive run's starting loss (default 0.1: 10 %%)")
+                     help="how far above the naive run's loss a candidate's may be after as many training "
+                          "examples, as a share of the naive run's loss drop over them (default 0.1: the "
+                          "candidate achieves at least 90 %% of that drop; none where the naive run's loss "
+                          "did not drop)")
     own.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                      help="show the progress bar on stderr (default: only when stderr is a terminal)")
     add_knob_options(p)
@@ -245,6 +249,7 @@ def cmd_sweep(parser: argparse.ArgumentParser, args: argparse.Namespace,
         return EXIT_INTERRUPTED
     hardware = detect()
     say(result.summary())
+    say(f"Trains correctly: {result.loss_rule()}.")
     why = result.explain(hardware)
     if why:
         say("Why the winner wins:")

@@ -5,8 +5,9 @@ concept per module:
 
 - ``space``: the knob space (the default space, checking a space, its candidates);
 - ``rungs``: what a sweep will run (``plan``: the candidates, the steps of each rung),
-  before anything runs;
+  before anything runs, and how long it should take (``Plan.estimate_s``, ``fit_plan``);
 - ``search``: successive halving (``sweep``) and the exhaustive grid it replaces;
+- ``rule``: what "trains correctly" means (the naive run's loss drop, at equal examples seen);
 - ``result``: ``SweepResult`` and ``Trial``, how a run is scored, and their text;
 - ``progress``: ``SweepProgress``, what a progress bar is given.
 
@@ -19,12 +20,12 @@ Example:
     >>> plan(RunConfig(workload="mlp"), {"prefetch": [False, True]}, rungs=2).rung_steps
     (10, 30)
 """
-from tfwb.sweeps.rungs import Plan, plan, rung_steps
+from tfwb.sweeps.rungs import Plan, fit_plan, plan, rung_steps
 from tfwb.sweeps.progress import SweepProgress
 from tfwb.sweeps.result import SweepResult, Trial
 from tfwb.sweeps.search import GridResult, exhaustive, sweep
 from tfwb.sweeps.space import FIXED_KNOBS, Candidate, candidates, check_space, default_space
 
-__all__ = ["sweep", "plan", "Plan", "SweepResult", "Trial", "SweepProgress", "exhaustive", "GridResult",
+__all__ = ["sweep", "plan", "fit_plan", "Plan", "SweepResult", "Trial", "SweepProgress", "exhaustive", "GridResult",
            "default_space", "check_space", "candidates", "Candidate", "rung_steps",
            "FIXED_KNOBS"]

@@ -5,9 +5,9 @@ each (``PROMOTED``, ``SLOWER``, ``WORSE``, ``FAILED``, ``FINALIST``, ``WINNER``)
 A ``SweepResult`` holds every trial, the naive reference run, the winner, the
 finalists tied with it and the winner's speedup over the naive run; it renders itself
 (``summary``, ``table_text``, ``markdown``, ``_repr_html_``, ``to_dict``) and explains
-the winner knob by knob against ``tfwb.expect`` (``explain``). A run is scored by what
-``RunResult`` says of itself (``final_loss(steps)``, ``start_loss``, ``per_example_s``)
-and ``example_times_s`` (every step's time per example, for the noise-aware comparison).
+the winner knob by knob against ``tfwb.expect`` (``explain``). A run is judged by the
+loss rule (``tfwb.sweeps.rule``: the naive run's loss drop, at equal examples seen) and
+ranked by ``RunResult.per_example_s`` and ``example_times_s`` (every step's time per example, for the noise-aware comparison).
 
 Pure: no TensorFlow, no UI library. Charts of a result are ``tfwb.ui.charts.sweep``.
 
@@ -26,6 +26,7 @@ from tfwb import expect, report, stats
 from tfwb.config import RunConfig
 from tfwb.hardware import MachineLike, describe
 from tfwb.records import RunResult
+from tfwb.sweeps.rule import Verdict, rule_text
 from tfwb.sweeps.space import NAIVE, Candidate, run_key
 
 __all__ = ["PROMOTED", "SLOWER", "WORSE", "FAILED", "FINALIST", "WINNER", "example_times_s", "Trial",
@@ -61,7 +62,9 @@ class Trial:
         runs: ``{rung: RunResult}``.
         outcome: ``{rung: one of PROMOTED, SLOWER, WORSE, FAILED, FINALIST, WINNER}``.
         reason: ``{rung: why}``, in words.
-        loss: ``{rung: final loss}``.
+        loss: ``{rung: loss}``: its loss where it was compared with the naive run (after as
+            many examples, ``tfwb.sweeps.rule``).
+        verdicts: ``{rung: tfwb.sweeps.rule.Verdict}``: the loss rule's verdict and its figures.
     """
 
     candidate: Candidate
@@ -69,6 +72,7 @@ class Trial:
     outcome: Dict[int, str] = field(default_factory=dict)
     reason: Dict[int, str] = field(default_factory=dict)
     loss: Dict[int, Optional[float]] = field(default_factory=dict)
+    verdicts: Dict[int, Verdict] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -111,9 +115,9 @@ class SweepResult:
         space: the knobs and values searched.
         rung_steps: measured steps per rung.
         eta: the factor between rungs (steps grow by it; 1/eta of the candidates go on).
-        loss_tolerance: how far above the naive run's final loss a candidate's may be
-            and still count as training correctly, as a share of the naive run's
-            starting loss.
+        loss_tolerance: how far above the naive run's loss a candidate's may be, after as
+            many training examples, and still count as training correctly, as a share of the
+            naive run's loss drop over them (``tfwb.sweeps.rule``).
         trials: every candidate, in the space's order.
         naive: the naive run, as long as the last rung (``None`` if the sweep stopped before it).
         skipped: combinations RunConfig refused, ``(changes, reason)``.
@@ -158,6 +162,16 @@ class SweepResult:
     def finalists(self) -> Tuple[Trial, ...]:
         """Trials that trained correctly at the last rung, fastest first."""
         return tuple(t for t in self._ranked() if t.status in (FINALIST, WINNER))
+
+    @property
+    def flat_rungs(self) -> Tuple[int, ...]:
+        """Rungs (0-based) where the naive run's loss did not drop over a candidate's work, so the
+        loss rule allowed nothing there (``tfwb.sweeps.rule``: the candidate had to end at or below it)."""
+        return tuple(sorted({r for t in self.trials for r, v in t.verdicts.items() if v.flat}))
+
+    def loss_rule(self) -> str:
+        """The loss rule this sweep judged by, in one sentence (``tfwb.sweeps.rule.rule_text``)."""
+        return rule_text(self.loss_tolerance)
 
     @property
     def per_batch(self) -> bool:
@@ -225,7 +239,16 @@ class SweepResult:
                      "(the first rungs were too short, or too noisy, to rank it).")
         if self.tied:
             text += " Within noise of it: " + "; ".join(t.label for t in self.tied) + "."
-        return f"{text} {cost}."
+        return f"{text} {cost}.{self._flat_text()}"
+
+    def _flat_text(self) -> str:
+        """A sentence naming the rungs where the loss rule allowed nothing ("" when none)."""
+        if not self.flat_rungs:
+            return ""
+        where = ", ".join(f"rung {r + 1} ({self.rung_steps[r]} steps)" for r in self.flat_rungs)
+        return (f" At {where} the naive run's loss did not drop, so the loss rule allowed nothing there: a "
+                "candidate passed only at or below the naive run's loss (too short a rung to tell training "
+                "from not training).")
 
     def _time_text(self, trial: Optional[Trial], rung: int) -> str:
         if trial is None:
@@ -319,7 +342,7 @@ class SweepResult:
     def _table(self) -> Tuple[List[str], List[List[str]]]:
         unit = "us/example" if self.per_batch else "ms/step"
         headers = ["#", "candidate"] + [f"rung {r + 1} ({s} steps) {unit}" for r, s in enumerate(self.rung_steps)] \
-            + ["final loss", "outcome"]
+            + ["loss (equal examples)", "outcome"]
         body = []
         naive = ["-", f"{NAIVE} (reference)"] + [""] * (len(self.rung_steps) - 1) + [self._cell(self.naive)]
         loss = self.naive.final_loss() if self.naive is not None else None
@@ -363,9 +386,8 @@ class SweepResult:
                   f"- Successive halving, eta = {self.eta}: rungs of {', '.join(map(str, self.rung_steps))} "
                   f"measured steps (after {b.warmup_steps} warm-up steps each); the fastest 1/{self.eta} of the "
                   "candidates that train correctly go on to the next rung.",
-                  f"- Trains correctly: the run finished and its final loss (mean of its last quarter of "
-                  f"losses) lies at most {self.loss_tolerance:.0%} of the naive run's starting loss above "
-                  "the naive run's final loss after as many steps.",
+                  f"- Trains correctly: {self.loss_rule()}. A loss is the mean of the last quarter of a "
+                  "run's losses up to that point.",
                   f"- Final comparison: `tfwb.stats.compare` of time per example, run-to-run noise band "
                   f"{self.noise.text()}.", ""]
         if self.skipped:
@@ -397,6 +419,7 @@ class SweepResult:
             "baseline": self.baseline.to_dict(),
             "space": {k: list(v) for k, v in self.space.items()},
             "rung_steps": list(self.rung_steps), "eta": self.eta, "loss_tolerance": self.loss_tolerance,
+            "loss_rule": self.loss_rule(), "flat_rungs": [r + 1 for r in self.flat_rungs],
             "winner": self.winner.label if self.winner else None,
             "winner_changes": dict(self.winner.candidate.changes) if self.winner else None,
             "winner_median_ms": (self.winner.median_s(last) or math.nan) * 1e3 if self.winner else None,

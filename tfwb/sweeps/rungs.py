@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 from tfwb.config import RunConfig
 from tfwb.sweeps.space import NAIVE, Candidate, Space, candidates, check_space, default_space
 
-__all__ = ["Plan", "plan", "rung_steps"]
+__all__ = ["Plan", "plan", "fit_plan", "rung_steps"]
 
 
 def rung_steps(min_steps: int, eta: int, rungs: int, multiple: int = 1) -> Tuple[int, ...]:
@@ -87,6 +87,43 @@ class Plan:
     def runs_at_most(self) -> int:
         """Runs the search makes at most: the naive reference and every candidate at every rung it reaches."""
         return 1 + sum(self.alive)
+
+    def estimate_s(self, step_s: float, *, setup_s: float = 0.0) -> float:
+        """About how long the search takes at most, from one measured step of the naive configuration.
+
+        Every run pays ``setup_s`` (building the model, tracing its step) and its warm-up and
+        measured steps; a step of batch ``b`` is taken to cost ``step_s * b / baseline batch``
+        (the naive run's time per example). Each rung holds ``alive`` candidates, later rungs
+        at the space's mean batch. Candidates slower per example than the naive run (XLA or
+        float16 on most CPUs) take longer than this; faster ones, less.
+
+        Args:
+            step_s: the naive configuration's step time, in seconds (> 0).
+            setup_s: seconds each run pays before its first step (>= 0).
+
+        Returns:
+            Seconds.
+
+        Raises:
+            ValueError: for a ``step_s`` that is not > 0 or a ``setup_s`` below 0.
+
+        Example:
+            >>> p = plan(RunConfig(workload="mlp", warmup_steps=2), {"prefetch": [False, True]}, rungs=2)
+            >>> p.estimate_s(0.1, setup_s=1.0)     # naive 32 steps + 2 x 12 + 1 x 32 steps, 4 runs
+            12.8
+        """
+        if not (isinstance(step_s, (int, float)) and math.isfinite(step_s) and step_s > 0):
+            raise ValueError(f"step_s={step_s!r} is not allowed; step_s must be a number > 0 (seconds)")
+        if not (isinstance(setup_s, (int, float)) and math.isfinite(setup_s) and setup_s >= 0):
+            raise ValueError(f"setup_s={setup_s!r} is not allowed; setup_s must be a number >= 0 (seconds)")
+        base = self.baseline.batch_size
+        factors = [c.config.batch_size / base for c in self.candidates]
+        mean = sum(factors) / len(factors)
+        w = self.baseline.warmup_steps
+        steps = w + self.naive_steps                                     # the naive reference, batch 1x
+        steps += sum(f * (w + self.rung_steps[0]) for f in factors)     # rung 1: every candidate
+        steps += sum(n * mean * (w + s) for n, s in zip(self.alive[1:], self.rung_steps[1:]))
+        return round(steps * step_s + self.runs_at_most * setup_s, 6)
 
     def text(self) -> str:
         """Three lines: the candidates, the steps per rung, the candidates per rung.
@@ -153,3 +190,49 @@ def plan(baseline: Optional[RunConfig] = None, space: Optional[Mapping[str, Iter
     multiple = math.lcm(*(c.config.steps_per_execution for c in cands), baseline.steps_per_execution)
     return Plan(baseline=baseline, space=checked, candidates=tuple(cands), skipped=tuple(skipped),
                 rung_steps=rung_steps(min_steps, eta, rungs, multiple), eta=eta)
+
+
+def fit_plan(baseline: Optional[RunConfig], space: Mapping[str, Iterable[Any]], budget_s: float, step_s: float, *,
+             setup_s: float = 0.0, drop: Sequence[str] = (), min_steps: int = 10, eta: int = 3,
+             rungs: int = 3) -> Tuple[Plan, Tuple[str, ...]]:
+    """The plan, with knobs of ``drop`` left out in that order while its estimate exceeds ``budget_s``.
+
+    A sweep's time budget, respected before anything runs: ``Plan.estimate_s(step_s,
+    setup_s=setup_s)`` is compared with ``budget_s``; while it is over, the next knob of
+    ``drop`` that is in the space is left out (a space keeps at least one knob). What is
+    left may still be over the budget when ``drop`` runs out: the caller says so.
+
+    Args:
+        baseline, space, min_steps, eta, rungs: as ``plan``.
+        budget_s: seconds the search may take (> 0).
+        step_s, setup_s: as ``Plan.estimate_s``.
+        drop: knobs to leave out, first first.
+
+    Returns:
+        ``(plan, dropped)``: the plan that fits (or the smallest ``drop`` allows) and the knobs
+        left out, in order.
+
+    Raises:
+        ValueError: as ``plan`` and ``Plan.estimate_s``; a ``budget_s`` that is not > 0.
+
+    Example:
+        >>> p, dropped = fit_plan(RunConfig(workload="mlp", warmup_steps=0),
+        ...                       {"prefetch": [False, True], "cache": [False, True]}, 4.0, 0.1,
+        ...                       drop=("cache",), min_steps=10, rungs=1)
+        >>> dropped, len(p.candidates), p.estimate_s(0.1)
+        (('cache',), 2, 3.0)
+    """
+    if not (isinstance(budget_s, (int, float)) and math.isfinite(budget_s) and budget_s > 0):
+        raise ValueError(f"budget_s={budget_s!r} is not allowed; budget_s must be a number > 0 (seconds)")
+    left = dict(space)
+    dropped = []
+    p = plan(baseline, left, min_steps=min_steps, eta=eta, rungs=rungs)
+    for knob in drop:
+        if p.estimate_s(step_s, setup_s=setup_s) <= budget_s:
+            break
+        if knob not in left or len(left) == 1:
+            continue
+        del left[knob]
+        dropped.append(knob)
+        p = plan(baseline, left, min_steps=min_steps, eta=eta, rungs=rungs)
+    return p, tuple(dropped)

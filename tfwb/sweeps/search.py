@@ -8,15 +8,14 @@ each rung, ``tfwb.sweeps.rungs``):
    same weights, so its loss after ``n`` steps is what a run of ``n`` steps would
    reach), and its step times the speedup.
 2. Rung 0: every candidate runs ``min_steps`` measured steps.
-3. A candidate *trains correctly* at a rung when its run finished (status ok) and its
-   final loss (``RunResult.final_loss``: the mean of its last quarter of measured
-   losses) lies at most ``loss_tolerance`` times the naive run's starting
-   loss above the naive run's final loss after as many steps: with 0.1 and a starting
-   loss of 2.3, up to 0.23 above. The allowance is a share of the starting loss, not of
-   the final one, because runs that train the same way differ by a little noise
-   (random augmentation in another order, rounding) that would be a huge share of a
-   final loss near zero. One that trains better is never penalised. The others are
-   pruned, with the reason.
+3. A candidate *trains correctly* at a rung by ``tfwb.sweeps.rule``: its run finished,
+   and after as many training examples as the naive run saw in a run of the rung's length
+   (the smaller batch's count, warm-up included: equal work, not equal steps) its loss
+   lies at most ``loss_tolerance`` times the naive run's loss *drop* over that work above
+   the naive run's loss. With 0.1 it achieved at least 90 % of the naive run's drop from
+   the same starting loss. Where the naive run's loss did not drop, the allowance is
+   zero: the candidate must end at or below it (the result names such rungs). One that
+   trains better is never penalised. The others are pruned, with the reason.
 4. Of those that train correctly, the fastest ``1/eta`` (by median time per training
    example: per step when the batch size does not change) go on to the next rung,
    which runs ``eta`` times as many steps. The others are pruned as slower.
@@ -57,6 +56,7 @@ from tfwb.observers import Observer, Progress, StopFlag
 from tfwb.records import RunResult
 from tfwb.sweeps.rungs import Plan, plan
 from tfwb.sweeps.progress import SweepProgress
+from tfwb.sweeps.rule import judge
 from tfwb.sweeps.result import (FAILED, FINALIST, PROMOTED, SLOWER, WINNER, WORSE, SweepResult, Trial,
                                 example_times_s)
 from tfwb.sweeps.space import run_key
@@ -132,37 +132,25 @@ class _Runs:
         return res
 
 
-def _judge(trial_loss: Optional[float], res: RunResult, ref_loss: Optional[float],
-           start: Optional[float], tolerance: float) -> Tuple[bool, str]:
-    """``(trains correctly, reason if not)``."""
-    if not res.ok:
-        return False, f"{res.status}: {res.error or 'no measured steps'}"
-    if trial_loss is None or not math.isfinite(trial_loss):
-        return False, "the loss was not finite"
-    if ref_loss is not None and math.isfinite(ref_loss):
-        scale = abs(start) if start is not None else abs(ref_loss)
-        if trial_loss > ref_loss + tolerance * scale:
-            return False, (f"final loss {trial_loss:.3g} vs the naive run's {ref_loss:.3g}: "
-                           f"+{trial_loss - ref_loss:.3g} > {tolerance:.0%} of its starting loss {scale:.3g}")
-    return True, ""
-
-
 def _rank(trials: Iterable[Trial], rung: int) -> List[Trial]:
     """Fastest first (median time per example at ``rung``), ties in the space's order."""
     return sorted(trials, key=lambda t: (t.per_example_s(rung), t.candidate.index))
 
 
-def _decide_rung(alive: List[Trial], r: int, last: bool, eta: int, ref_loss: Optional[float],
-                 start: Optional[float], tolerance: float) -> List[Trial]:
-    """Judge every trial's run at rung ``r``; return those that go on (the finalists at the last rung)."""
+def _decide_rung(alive: List[Trial], r: int, steps: int, last: bool, eta: int, naive: RunResult,
+                 tolerance: float) -> List[Trial]:
+    """Judge every trial's run at rung ``r`` (``tfwb.sweeps.rule``); return those that go on (the finalists
+    at the last rung)."""
     good = []
     for t in alive:
-        ok, why = _judge(t.loss[r], t.runs[r], ref_loss, start, tolerance)
-        if ok:
+        verdict = judge(t.runs[r], naive, steps, tolerance)
+        t.verdicts[r] = verdict
+        t.loss[r] = verdict.loss
+        if verdict.passed:
             good.append(t)
         else:
             t.outcome[r] = FAILED if not t.runs[r].ok else WORSE
-            t.reason[r] = why
+            t.reason[r] = verdict.reason
     good = _rank(good, r)
     if last:
         for t in good:
@@ -170,12 +158,13 @@ def _decide_rung(alive: List[Trial], r: int, last: bool, eta: int, ref_loss: Opt
         return good
     keep = max(1, math.ceil(len(good) / eta)) if good else 0
     for i, t in enumerate(good):
+        flat = f"; {t.verdicts[r].reason}" if t.verdicts[r].flat else ""
         if i < keep:
             t.outcome[r] = PROMOTED
-            t.reason[r] = f"rank {i + 1} of {len(good)}"
+            t.reason[r] = f"rank {i + 1} of {len(good)}{flat}"
         else:
             t.outcome[r] = SLOWER
-            t.reason[r] = f"rank {i + 1} of {len(good)}; the fastest {keep} went on"
+            t.reason[r] = f"rank {i + 1} of {len(good)}; the fastest {keep} went on{flat}"
     return good[:keep]
 
 
@@ -223,9 +212,10 @@ def sweep(baseline: Optional[RunConfig] = None, space: Optional[Mapping[str, Ite
         min_steps: measured steps at the first rung.
         eta: steps grow by this factor per rung, and 1/eta of the candidates go on.
         rungs: how many rungs (the last runs ``min_steps * eta**(rungs-1)`` steps).
-        loss_tolerance: how far a candidate's final loss may lie above the naive run's
-            after as many steps and still count as training correctly, as a share of the
-            naive run's starting loss (its first loss).
+        loss_tolerance: how far a candidate's loss may lie above the naive run's, after as
+            many training examples, and still count as training correctly, as a share of the
+            naive run's loss drop over those examples (``tfwb.sweeps.rule``; 0.1: the candidate
+            achieves at least 90 % of the naive run's drop; no drop: no allowance).
         noise: run-to-run noise band for the final comparison (``tfwb.stats.DEFAULT_NOISE``).
         runner: ``runner(cfg, observers) -> RunResult``; default ``tfwb.run``.
         history: a JSON-lines file (``tfwb.history.History``) every finished run is
@@ -258,8 +248,8 @@ def sweep(baseline: Optional[RunConfig] = None, space: Optional[Mapping[str, Ite
     if (isinstance(loss_tolerance, bool) or not isinstance(loss_tolerance, (int, float))
             or not math.isfinite(loss_tolerance) or loss_tolerance < 0):
         raise ValueError(f"loss_tolerance={loss_tolerance!r} is not allowed; loss_tolerance must be a "
-                         "finite number >= 0 (0.1: up to 10 % of the naive run's starting loss above "
-                         "its final loss)")
+                         "finite number >= 0 (0.1: up to 10 % of the naive run's loss drop above "
+                         "its loss, after as many examples)")
     p: Plan = plan(baseline, space, min_steps=min_steps, eta=eta, rungs=rungs)
     noise = stats.DEFAULT_NOISE if noise is None else noise
     steps, base = p.rung_steps, p.baseline
@@ -305,9 +295,7 @@ def sweep(baseline: Optional[RunConfig] = None, space: Optional[Mapping[str, Ite
                 for t in alive:
                     res = runs.get(t.config.replace(steps=n_steps))
                     t.runs[r] = res
-                    t.loss[r] = res.final_loss() if res.ok else None
-                alive = _decide_rung(alive, r, r == rungs - 1, eta, naive.final_loss(n_steps),
-                                     naive.start_loss, loss_tolerance)
+                alive = _decide_rung(alive, r, n_steps, r == rungs - 1, eta, naive, loss_tolerance)
                 if not alive:
                     break
     except (_Stopped, KeyboardInterrupt):  # a stop, or a KeyboardInterrupt a runner let through: keep what finished

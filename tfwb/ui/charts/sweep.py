@@ -36,6 +36,21 @@ NAIVE_COLOR = "#222222"
 JITTER = 0.28
 
 
+def wrap_label(label: str, width: int) -> str:
+    """A candidate's label on lines of at most ``width`` characters, broken only between words.
+
+    A word longer than ``width`` (``mixed_precision=mixed_bfloat16,``) keeps a line of its
+    own rather than being cut mid-word; underscores and hyphens are not break points.
+
+    Example:
+        >>> print(wrap_label("parallel_map, mixed_precision=mixed_bfloat16, jit_compile", 30))
+        parallel_map,
+        mixed_precision=mixed_bfloat16,
+        jit_compile
+    """
+    return "\n".join(textwrap.wrap(label, width, break_long_words=False, break_on_hyphens=False))
+
+
 def _unit(result: SweepResult) -> Tuple[str, float]:
     """The y axis: per example (µs) when the batch size varies, else per step (ms)."""
     return ("median time per example (\u00b5s)", 1e6) if result.per_batch else ("median step time (ms)", 1e3)
@@ -118,7 +133,7 @@ def draw_rungs(ax: Axes, result: SweepResult) -> None:
         w = result.winner
         r = w.last_rung
         y = _value(result, w.runs[r])
-        label = "\n".join(textwrap.wrap(w.label, 34))
+        label = wrap_label(w.label, 34)
         ax.annotate(f"winner: {label}", (_x(r, w.candidate.index, n), y), xytext=(0, -10),
                     textcoords="offset points", fontsize=SMALL, color=WINNER_COLOR, va="top", ha="right")
     if log:
@@ -188,7 +203,7 @@ def draw_finalists(ax: Axes, result: SweepResult) -> None:
     for label, run, color in rows:
         times = example_times_s(run) if result.per_batch else list(run.step_times_s)
         s = stats.Spread.of(times)
-        names.append("\n".join(textwrap.wrap(label, 30)))
+        names.append(wrap_label(label, 30))
         meds.append(s.median * scale)
         lows.append((s.median - s.q1) * scale)
         highs.append((s.q3 - s.median) * scale)
