@@ -252,3 +252,28 @@ def test_a_failing_device_drops_the_unsynced_steps():
     with pytest.raises(MemoryError):
         timed_steps(p, 10, device.clock, log, sync=broken_sync)
     assert log.times_s == [] and log.losses == [] and log.starts_s == []
+
+
+def test_time_alternating_interleaves_blocks_and_keeps_warmup_apart():
+    from tfwb.tf.lab.timing import time_alternating
+
+    now = [0.0]
+    calls: list = []
+
+    def clock() -> float:
+        return now[0]
+
+    def make(name: str, cost: float):
+        def fn():
+            calls.append(name)
+            now[0] += cost
+        return fn
+
+    a, b = time_alternating([make("a", 1.0), make("b", 2.0)], calls=4, blocks=2, warmup=1, sync=False, clock=clock)
+    assert calls == ["a", "b", "a", "a", "b", "b", "b", "b", "a", "a"]     # warm-up, then a b | b a blocks
+    assert (a.warmup_s, a.times_s) == ((1.0,), (1.0,) * 4)
+    assert (b.warmup_s, b.times_s) == ((2.0,), (2.0,) * 4)
+    with pytest.raises(ValueError, match="sync has 1 flags for 2"):
+        time_alternating([make("a", 1.0), make("b", 1.0)], sync=[True], clock=clock)
+    with pytest.raises(ValueError, match="blocks"):
+        time_alternating([make("a", 1.0)], calls=2, blocks=3, clock=clock)
