@@ -1,4 +1,4 @@
-"""tfwb.ui.charts: the package and its families (common, steps, utilization, comparison, curves):
+"""tfwb.ui.charts: the package and its families (common, steps, utilization, comparison, curves, limits):
 PNG output, what each draw_* puts on its Axes, no pyplot. The profiler's charts are tested in
 test_profiler.py, the sweep's in test_sweeps.py."""
 import ast
@@ -37,7 +37,7 @@ def legend_labels(ax):
 
 
 # -- the package: one module per family, re-exported ---------------------------------------------------
-FAMILIES = ("common", "steps", "utilization", "comparison", "profile", "curves")
+FAMILIES = ("common", "steps", "utilization", "comparison", "profile", "curves", "limits")
 
 
 def test_the_package_reexports_each_family_and_holds_no_logic():
@@ -398,3 +398,50 @@ def test_the_comparison_chart_says_per_example_when_batches_differ():
     charts.draw_comparison(ax, [b64, b128])
     texts = [t.get_text() for t in ax.texts]
     assert any("per example: 1.21x faster than #1 (the baseline) (batch 128 vs 64)" in t for t in texts), texts
+
+
+# -- limits (issue 19): where the step's time goes, achieved FLOP/s against the peaks ------------------
+def limits_runs():
+    counted = fakes.make_result(RunConfig(label="base"), step_s=0.1, wait_s=0.03, model_flops_per_step=2e9,
+                      peak_flops_per_s=1e11, datasheet_flops_per_s=2e11, call_overhead_s=2e-3)
+    uncounted = fakes.make_result(RunConfig(prefetch=True), step_s=0.05, wait_s=0.001,
+                                  flops_uncounted=("lstm (LSTM)",))
+    return [counted, fakes.failed_result(RunConfig(), "OOM"), uncounted]
+
+
+def test_time_split_adds_up_to_the_median_step():
+    split = charts.time_split(limits_runs()[0])
+    assert split == pytest.approx({"input": 0.03, "overhead": 0.002, "compute": 0.02, "rest": 0.048, "step": 0.1})
+    assert charts.time_split(limits_runs()[2])["compute"] is None
+    assert charts.time_split(fakes.failed_result(RunConfig(), "OOM")) is None
+
+
+def test_the_time_split_draws_a_stacked_bar_per_finished_run():
+    ax = Figure().subplots()
+    charts.draw_time_split(ax, limits_runs())
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["#1 base", "#3 images"]                 # the failed run #2 is left out
+    widths = sorted(round(p.get_width(), 3) for p in ax.patches)
+    assert widths == sorted([30.0, 2.0, 20.0, 48.0, 1.0, 49.0])  # ms: #1 in four parts, #3 in two
+    legend = legend_labels(ax)
+    assert legend[0] == "input wait" and any(l.startswith("compute at peak: model FLOPs") for l in legend)
+    assert any("not counted" in l for l in legend)
+
+
+def test_the_flops_panel_has_achieved_bars_and_both_peaks_on_a_log_axis():
+    ax = Figure().subplots()
+    charts.draw_flops(ax, limits_runs())
+    assert ax.get_xscale() == "log"
+    bars = [p for p in ax.patches]
+    assert len(bars) == 1 and bars[0].get_x() + bars[0].get_width() == pytest.approx(2e10)   # 2 GFLOPs / 0.1 s
+    marks = {l.get_label(): l.get_xdata()[0] for l in ax.get_lines()}
+    assert marks["this machine's measured peak (run's dtype)"] == 1e11 and marks["datasheet peak"] == 2e11
+    assert "MFU 20 %" in texts(ax) and "not counted" in texts(ax)
+
+
+def test_limits_png_draws_and_says_so_when_nothing_was_counted():
+    assert charts.limits_png(limits_runs()).startswith(PNG)
+    assert charts.limits_png([]).startswith(PNG)
+    ax = Figure().subplots()
+    charts.draw_flops(ax, [fakes.make_result(RunConfig())])
+    assert not ax.axison and "no run counted its model FLOPs" in texts(ax)[0]

@@ -9,6 +9,7 @@ import pytest
 from fakes import failed_result, make_result
 from tfwb import report, stats
 from tfwb.config import RunConfig
+from tfwb.diagnosis import Bound, diagnose
 from tfwb.records import Sample
 
 BASE_S = (0.100, 0.104, 0.096, 0.102, 0.098)
@@ -408,3 +409,77 @@ def test_a_measurement_that_did_not_happen_cannot_tell_never_disagrees():
     assert ab.result == "cannot tell" and ab.agreed is None
     assert f"nothing measured: {bad.config.label or 'a run'} failed" in ab.measured, ab.measured
     assert checks.at_least("the cluster start", 1, "s").check(None).result == "cannot tell"
+
+
+# -- how far from the limit: MFU and bounds (issue 19) -------------------------------------------
+def counted(cfg, times_s, wait_s, **fields):
+    """A finished run whose FLOPs were counted: 2 GFLOPs a step, a 100 GFLOP/s measured peak."""
+    return make_result(cfg, step_times_s=times_s, wait_s=wait_s, model_flops_per_step=2e9,
+                       peak_flops_per_s=1e11, **fields)
+
+
+def test_the_mfu_column_shows_the_share_not_counted_or_missing():
+    rows = report.history_rows([
+        counted(RunConfig(), BASE_S, 0.001, datasheet_flops_per_s=2e11),
+        make_result(RunConfig(prefetch=True), step_times_s=BASE_S, wait_s=0.001, flops_uncounted=("lstm (LSTM)",)),
+        make_result(RunConfig(cache=True), step_times_s=BASE_S, wait_s=0.001, model_flops_per_step=2e9),
+        failed(RunConfig(batch_size=4096)),
+    ])
+    cells = [report.format_cells(r)["mfu"] for r in rows]
+    assert cells == ["20 %", "not counted", report.MISSING_TEXT, ""]
+    assert rows[0]["mfu_text"] == "MFU 20 % of this machine's measured float32 peak (10 % of datasheet)"
+    table = report.format_table(rows)
+    assert re.search(r"input wait +MFU +vs baseline", table.splitlines()[0])
+    assert "MFU" in report.html_table(rows)
+
+
+def test_a_history_without_counted_flops_has_no_mfu_column(results):
+    assert "MFU" not in report.format_table(report.history_rows(results))
+
+
+def first_suggestion(result):
+    d = diagnose(result)
+    return d.suggestions[0], d.bounds[0]
+
+
+def test_a_run_that_applies_the_suggestion_scores_its_bound():
+    base = counted(RunConfig(), BASE_S, 0.03)               # waits 30 % of each step: bound 1.4x
+    (knob, value, _), bound = first_suggestion(base)
+    assert bound.speedup == pytest.approx(1 / 0.7)
+    faster = counted(RunConfig().replace(**{knob: value}), tuple(t / 1.2 for t in BASE_S), 0.001)
+    row = report.history_rows([base, faster])[1]
+    assert row["bound"] == bound and not row["bound_exceeded"]
+    assert row["bound_note"] == f"{knob}={value!r}: bound 1.4x, measured 1.2x (84 % of the bound)"
+    assert row["bound_note"] in report.format_table(report.history_rows([base, faster]))
+
+
+def test_a_gain_above_its_bound_beyond_noise_is_flagged():
+    base = counted(RunConfig(), BASE_S, 0.03)
+    (knob, value, _), _bound = first_suggestion(base)
+    too_fast = counted(RunConfig().replace(**{knob: value}), tuple(t / 2 for t in BASE_S), 0.001)
+    row = report.history_rows([base, too_fast])[1]
+    assert row["bound_exceeded"]
+    assert row["bound_note"] == (f"{knob}={value!r}: measured 2.0x is above its bound 1.4x beyond noise "
+                                 "(+-10 %): the bound or the measurement is wrong")
+    within = counted(RunConfig().replace(**{knob: value}), tuple(t / 1.5 for t in BASE_S), 0.001)
+    assert not report.history_rows([base, within])[1]["bound_exceeded"]    # 1.5x: within 10 % of 1.43x
+
+
+def test_a_bound_is_not_scored_when_other_knobs_changed_too_or_no_suggestion_was_applied():
+    base = counted(RunConfig(), BASE_S, 0.03)
+    (knob, value, _), _bound = first_suggestion(base)
+    both = counted(RunConfig().replace(**{knob: value, "batch_size": 32}), BASE_S, 0.001)
+    other = counted(RunConfig(batch_size=32), BASE_S, 0.001)
+    assert [r["bound_note"] for r in report.history_rows([base, both, other])] == ["", "", ""]
+
+
+def test_suggestion_text_carries_the_bound():
+    base = counted(RunConfig(), BASE_S, 0.03)
+    suggestion, bound = first_suggestion(base)
+    text = report.suggestion_text(suggestion, bound)
+    assert text.startswith(f"try {suggestion[0]}={suggestion[1]!r} \u2014 can gain at most 1.4x: the step waits "
+                           "for input 30 % of the time")
+    assert text.endswith(f"({suggestion[2]})")
+    assert report.suggestion_text(("jit_compile", True, "fuse"), Bound("jit_compile", True, None, "XLA "
+                                  "(jit_compile=True): bound unknown: no MFU")) == \
+        "try jit_compile=True \u2014 bound unknown: no MFU (fuse)"

@@ -710,3 +710,36 @@ def test_the_workbench_says_per_example_drops_stale_labels_shows_loss_and_counts
     everything = text(wb.status) + text(wb.history)
     assert not re.search(r"\b0\.\d\dx", everything), everything        # no bare ratio
     assert "images, knobs off" not in [r.config.label for r in wb.results[1:]]
+
+
+# -- how far from the limit (issue 19): MFU, the limits chart, bounds scored --------------------------
+def test_mfu_limits_chart_suggestion_bound_and_a_gain_above_it_flagged():
+    """A run that waits 30 % of its step: the status line carries its MFU and its suggestion's
+    bound; applying the suggestion gives a 2x gain, above the 1.4x bound beyond noise: flagged red."""
+    import fakes
+    from tfwb.diagnosis import diagnose
+
+    def result(cfg, step_s, wait_s):
+        return fakes.make_result(cfg, step_s=step_s, wait_s=wait_s, n=8, model_flops_per_step=2e9,
+                                 peak_flops_per_s=1e11, datasheet_flops_per_s=2e11)
+
+    slow = result(BASE, 0.1, 0.03)
+    knob, value, _why = diagnose(slow).suggestions[0]
+
+    def runner(cfg, observers=()):
+        return result(cfg, 0.05, 0.001) if getattr(cfg, knob) == value else result(cfg, 0.1, 0.03)
+
+    wb, _ = make(runner)
+    wb.run()
+    status = text(wb.status)
+    assert "MFU 20 % of this machine's measured float32 peak (10 % of datasheet)" in status
+    assert f"Next: try {knob}={value!r} \u2014 can gain at most 1.4x: the step waits for input 30 % of the time" in status
+    assert "can gain at most 1.4x" in wb.apply_button.tooltip
+    assert wb.limits_chart.layout.display is None and png(wb.limits_chart)
+    assert "MFU" in text(wb.history) and "20 %" in text(wb.history)
+    wb.apply_suggestion()
+    status = text(wb.status)
+    flagged = (f"{knob}={value!r}: measured 2.0x is above its bound 1.4x beyond noise (+-10 %): "
+               "the bound or the measurement is wrong")
+    assert f"Suggestion scored: <b style='{RED}'>{flagged}</b>" in status
+    assert flagged in text(wb.history)

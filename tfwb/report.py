@@ -22,8 +22,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from tfwb import stats
 from tfwb.config import KNOBS, RunConfig
-from tfwb.diagnosis import diagnose
-from tfwb.records import RunResult
+from tfwb.diagnosis import Bound, diagnose, score_bound
+from tfwb.records import RunResult, percent
 
 #: ``(row key, header)`` for every table column, in order. ``diagnosis`` shows the
 #: bottleneck headline for finished runs and the error for failed ones.
@@ -36,12 +36,14 @@ COLUMNS: Tuple[Tuple[str, str], ...] = (
     ("iqr_ms", "IQR ms"),
     ("examples_per_s", "examples/s"),
     ("input_wait_pct", "input wait"),
+    ("mfu", "MFU"),
     ("verdict", "vs baseline"),
     ("prev_verdict", "vs previous run"),
+    ("bound_note", "bound vs measured"),
     ("loss_note", "loss vs previous run"),
     ("diagnosis", "diagnosis"),
 )
-_RIGHT_ALIGNED = frozenset({"index", "median_ms", "iqr_ms", "examples_per_s", "input_wait_pct"})
+_RIGHT_ALIGNED = frozenset({"index", "median_ms", "iqr_ms", "examples_per_s", "input_wait_pct", "mfu"})
 
 BASELINE_TEXT = "baseline"
 SAME_TEXT = "no change"
@@ -416,7 +418,12 @@ def history_rows(results: Sequence[RunResult], baseline: Optional[RunResult] = N
         ``prev_comparison``, ``prev_per_example`` (True when the two batches differ and the
         verdict compares time per example), ``prev_arithmetic`` (the ``ARITHMETIC_KNOBS``
         that changed against it) and ``loss_note`` (``loss_note`` when they did, else
-        ``""``); ``per_example`` likewise against the baseline;
+        ``""``); ``bound`` (the ``tfwb.diagnosis.Bound`` of the previous run's suggestion
+        this run applied, else ``None``), ``bound_note`` (``score_bound``'s sentence with
+        the knob: ``"prefetch=True: bound 1.9x, measured 1.7x (89 % of the bound)"``) and
+        ``bound_exceeded`` (a gain above its bound beyond the noise band);
+        ``mfu``, ``datasheet_mfu`` (fractions or ``None``), ``flops_uncounted`` and
+        ``mfu_text`` (``RunResult.mfu_text``); ``per_example`` likewise against the baseline;
         ``noise_pct``, ``noise_learned`` and ``noise_text`` (the
         band used); ``other_cpu_pct`` (the CPU share other programs took during the
         run, ``None`` when unknown);
@@ -461,7 +468,7 @@ def _versus_previous(result: RunResult, previous: Optional[RunResult], results: 
                      noise: stats.NoiseBand, baseline: Optional[RunResult]) -> Dict[str, Any]:
     out: Dict[str, Any] = {"previous": None, "prev_changes": "", "prev_speedup": None, "prev_verdict": "",
                            "prev_comparison": None, "prev_per_example": False, "prev_arithmetic": [],
-                           "loss_note": ""}
+                           "loss_note": "", "bound": None, "bound_note": "", "bound_exceeded": False}
     if previous is None:
         return out
     index = next(i for i, r in enumerate(results, 1) if r is previous)
@@ -475,6 +482,7 @@ def _versus_previous(result: RunResult, previous: Optional[RunResult], results: 
             out.update(prev_speedup=comparison.speedup, prev_comparison=comparison.verdict,
                        prev_verdict=verdict_text(comparison, previous, result, name),
                        prev_per_example=per_example(previous, result))
+        out.update(_bound_score(previous, result, out["prev_speedup"], noise))
         changed = arithmetic_changes(result.config, previous.config)
         if changed:
             out.update(prev_arithmetic=changed, loss_note=loss_note(previous, result, index))
@@ -509,6 +517,10 @@ def _row(index: int, result: RunResult, baseline: Optional[RunResult],
         "iqr_ms": (spread.q3 - spread.q1) * 1e3 if spread else None,
         "examples_per_s": result.throughput_per_s,
         "input_wait_pct": wait * 100.0 if wait is not None else None,
+        "mfu": result.mfu if ok else None,
+        "datasheet_mfu": result.datasheet_mfu if ok else None,
+        "flops_uncounted": list(result.flops_uncounted),
+        "mfu_text": result.mfu_text() if ok else "",
         "speedup": speedup,
         "verdict": verdict,
         "comparison": kind,
@@ -521,6 +533,107 @@ def _row(index: int, result: RunResult, baseline: Optional[RunResult],
         "bottleneck": diagnose(result).headline if ok else "",
         "error": None if result.status == "ok" else (result.error or result.status),
     }
+
+
+#: The MFU cell of a run whose model has layers ``count_flops`` could not read.
+NOT_COUNTED_TEXT = "not counted"
+
+
+def mfu_cell(row: Dict[str, Any]) -> str:
+    """The MFU column's cell: the share of this machine's measured peak, ``"not counted"`` when a
+    layer could not be counted, ``MISSING_TEXT`` when the peak or the FLOPs are unknown.
+
+    Example:
+        >>> mfu_cell({"status": "ok", "mfu": 0.234}), mfu_cell({"status": "ok", "flops_uncounted": ["lstm (LSTM)"]})
+        ('23 %', 'not counted')
+        >>> mfu_cell({"status": "ok", "mfu": None}), mfu_cell({"status": "failed"})
+        ('n/a', '')
+    """
+    if row.get("status") != "ok":
+        return ""
+    if row.get("flops_uncounted"):
+        return NOT_COUNTED_TEXT
+    mfu = row.get("mfu")
+    return MISSING_TEXT if mfu is None else percent(mfu)
+
+
+def _suggested_bound(previous: RunResult, result: RunResult) -> Tuple[Optional[Bound], List[str]]:
+    """The bound of the previous run's suggestion that ``result`` applied (its knob set to the
+    suggested value), and the other knobs ``result`` changed as well (``label`` ignored)."""
+    if not previous.ok:
+        return None, []
+    diff = result.config.diff(previous.config)
+    for b in diagnose(previous).bounds:
+        if b.knob in diff and diff[b.knob] == b.value:
+            return b, [k for k in diff if k != b.knob]
+    return None, []
+
+
+def _bound_score(previous: RunResult, result: RunResult, speedup: Optional[float],
+                 noise: stats.NoiseBand) -> Dict[str, Any]:
+    """``bound``, ``bound_note`` and ``bound_exceeded`` of a run that applied the previous run's suggestion
+    and changed nothing else (a gain of several knobs at once is not one suggestion's to score)."""
+    out: Dict[str, Any] = {"bound": None, "bound_note": "", "bound_exceeded": False}
+    b, others = _suggested_bound(previous, result)
+    if b is None or not result.ok:
+        return out
+    out["bound"] = b
+    name = f"{b.knob}={b.value!r}"
+    if others:           # several knobs changed at once: the gain is not this suggestion's alone
+        return out
+    if speedup is None or not speedup > 0:
+        out["bound_note"] = f"{name}: bound {_bound_x(b)}, no measured gain to score"
+    else:
+        text = score_bound(b.speedup, speedup, noise.pct / 100.0)
+        out["bound_note"] = f"{name}: {text}"
+        out["bound_exceeded"] = b.speedup is not None and speedup > b.speedup * (1 + noise.pct / 100.0)
+    return out
+
+
+def _bound_x(b: Bound) -> str:
+    """A bound as ``score_bound`` writes it (``1.04x``, ``1.9x``, ``23x``), or ``unknown``."""
+    x = b.speedup
+    if x is None:
+        return "unknown"
+    if x == float("inf"):
+        return "no limit"
+    return f"{x:.2f}x" if x < 1.2 else f"{x:.1f}x" if x < 10 else f"{x:.0f}x"
+
+
+def bound_clause(b: Bound) -> str:
+    """The part of a bound's sentence after its knob's name: ``"can gain at most 1.9x: ..."``.
+
+    Example:
+        >>> bound_clause(Bound("prefetch", True, 1.9, "prefetch can gain at most 1.9x: the step waits"))
+        'can gain at most 1.9x: the step waits'
+        >>> bound_clause(Bound("jit_compile", True, None, "XLA (jit_compile=True): bound unknown: no MFU"))
+        'bound unknown: no MFU'
+    """
+    for marker in (" can gain ", ": bound unknown"):
+        at = b.text.find(marker)
+        if at >= 0:
+            return b.text[at:].lstrip(" :")
+    return b.text
+
+
+def suggestion_text(suggestion: Tuple[str, Any, str], b: Optional[Bound] = None) -> str:
+    """A suggestion with its bound: ``"try prefetch=True — can gain at most 1.9x: ..."``.
+
+    Args:
+        suggestion: ``(field, value, why)`` from ``Diagnosis.suggestions``.
+        b: its ``Bound`` (``Diagnosis.bound_for(field)``); ``None``: the reason alone.
+
+    Example:
+        >>> suggestion_text(("prefetch", True, "overlap input with the step"),
+        ...                 Bound("prefetch", True, 1.9, "prefetch can gain at most 1.9x: the step waits "
+        ...                       "for input 47 % of the time"))
+        'try prefetch=True — can gain at most 1.9x: the step waits for input 47 % of the time (overlap input with the step)'
+    """
+    knob, value, why = suggestion
+    text = f"try {knob}={value!r}"
+    if b is not None:
+        text += f" — {bound_clause(b)}"
+    return text + (f" ({why})" if why else "")
 
 
 def format_cells(row: Dict[str, Any]) -> Dict[str, str]:
@@ -548,8 +661,10 @@ def format_cells(row: Dict[str, Any]) -> Dict[str, str]:
         "iqr_ms": "" if q1 is None or q3 is None else f"{q1:.1f}-{q3:.1f}",
         "examples_per_s": num("examples_per_s", ",.0f"),
         "input_wait_pct": "" if row.get("input_wait_pct") is None else f"{row['input_wait_pct']:.0f}%",
+        "mfu": mfu_cell(row),
         "verdict": row.get("verdict") or "",
         "prev_verdict": f"vs #{row['previous']}: {row['prev_verdict']}" if row.get("prev_verdict") else "",
+        "bound_note": row.get("bound_note") or "",
         "loss_note": row.get("loss_note") or "",
         "diagnosis": diagnosis,
     }
@@ -557,8 +672,10 @@ def format_cells(row: Dict[str, Any]) -> Dict[str, str]:
 
 def _columns(rows: Sequence[Dict[str, Any]]) -> Tuple[Tuple[str, str], ...]:
     """COLUMNS, without ``label`` when no run has one, without ``vs previous run``
-    when no run has a previous one to compare with, and without ``loss vs previous run``
-    when no run changed the arithmetic against the run before it."""
+    when no run has a previous one to compare with, without ``loss vs previous run``
+    when no run changed the arithmetic against the run before it, without ``bound vs
+    measured`` when no run applied a suggestion, and without ``MFU`` when no run counted
+    its FLOPs (records from before FLOPs were counted)."""
     drop = set()
     if not any(row.get("label") for row in rows):
         drop.add("label")
@@ -566,6 +683,10 @@ def _columns(rows: Sequence[Dict[str, Any]]) -> Tuple[Tuple[str, str], ...]:
         drop.add("prev_verdict")
     if not any(row.get("loss_note") for row in rows):
         drop.add("loss_note")
+    if not any(row.get("bound_note") for row in rows):
+        drop.add("bound_note")
+    if not any(row.get("mfu") is not None or row.get("flops_uncounted") or row.get("mfu_text") for row in rows):
+        drop.add("mfu")        # a history recorded before FLOPs were counted: nothing to show
     return tuple(c for c in COLUMNS if c[0] not in drop)
 
 

@@ -3,7 +3,11 @@
 Owns the widget tree (header, knob rows, Run / Stop / Apply suggestion, the progress bar,
 the status line, the step-time / utilization chart of the latest run, its loss beside the
 previous run's when the knobs that changed alter the arithmetic (``report.ARITHMETIC_KNOBS``),
-the comparison chart, the history table) and how each is drawn. It does nothing to runs:
+the comparison chart, the limits chart (``tfwb.ui.charts.limits``), the history table) and how
+each is drawn. A run's status line carries its MFU (in ``RunResult.summary``), its first
+suggestion with the most it can gain (``report.suggestion_text``), and, for a run that applied
+the previous run's suggestion and nothing else, that bound scored against the measured gain
+(``report.history_rows``' ``bound_note``: red when the gain is above the bound beyond noise). It does nothing to runs:
 it is told what happens through ``tfwb.ui.controller.ControllerEvents`` and reads the
 controller back (``results``, ``baseline``, ``config()``, ``suggestion()``); the
 buttons are wired to the controller by ``tfwb.ui.workbench.Workbench``.
@@ -24,7 +28,7 @@ import ipywidgets as W
 from tfwb import hardware as _hardware
 from tfwb import report
 from tfwb.config import RunConfig
-from tfwb.diagnosis import expectations
+from tfwb.diagnosis import diagnose, expectations
 from tfwb.knobs import Knob
 from tfwb.records import RunResult
 from tfwb.ui.controller import ControllerEvents, WorkbenchController, total_steps
@@ -118,6 +122,9 @@ class WorkbenchPanel(ControllerEvents):
             ``tfwb-progress-text``, ``tfwb-status``, ``tfwb-run-chart``, ``tfwb-chart-note``,
             ``tfwb-loss-chart``, ``tfwb-compare-chart``, ``tfwb-history``). ``loss_chart``
             is shown only while the latest run changed the arithmetic against the run before it.
+        limits_chart: every finished run's step split (input wait, per-call overhead, compute
+            at this machine's peak, the rest) beside its achieved FLOP/s against the measured
+            and datasheet peaks (``tfwb.ui.charts.limits``; CSS class ``tfwb-limits-chart``).
 
     Example:
         >>> from tfwb.ui.controls import build_controls
@@ -174,6 +181,8 @@ class WorkbenchPanel(ControllerEvents):
         self.loss_chart.add_class("tfwb-loss-chart")
         self.compare_chart = W.Image(format="png", layout=W.Layout(display="none"))
         self.compare_chart.add_class("tfwb-compare-chart")
+        self.limits_chart = W.Image(format="png", layout=W.Layout(display="none"))
+        self.limits_chart.add_class("tfwb-limits-chart")
         self.history = W.HTML(report.html_table([]))
         self.history.add_class("tfwb-history")
 
@@ -194,6 +203,7 @@ class WorkbenchPanel(ControllerEvents):
             self.run_chart,
             self.loss_chart,
             self.compare_chart,
+            self.limits_chart,
             self.history,
         ])
         self.widget.add_class("tfwb-workbench")
@@ -286,11 +296,17 @@ class WorkbenchPanel(ControllerEvents):
                          f"<b style='color:{color}'>{html.escape(row['prev_verdict'])}</b>")
             if row.get("loss_note"):          # the knobs changed the arithmetic: loss beside speed
                 text += f" &mdash; {html.escape(row['loss_note'])}"
+            if row.get("bound_note"):         # the run applied the previous run's suggestion: score its bound
+                color = _FAILED if row.get("bound_exceeded") else report.SAME_COLOR
+                text += f"<br>Suggestion scored: <b style='color:{color}'>{html.escape(row['bound_note'])}</b>"
             if row["verdict"] and not row["is_baseline"]:
                 color = report.verdict_color(row.get("comparison"))
                 text += f" &mdash; vs the baseline: <b style='color:{color}'>{html.escape(row['verdict'])}</b>"
             elif row["is_baseline"]:
                 text += " &mdash; this is the baseline"
+            line = self._suggestion_line(result)
+            if line:
+                text += f"<br>{line}"
             if not row.get("noise_learned", True):
                 text += ("<br><i>Run one configuration 3 times to learn this machine's run-to-run noise; "
                          "for a close call use <code>tfwb.compare_interleaved(a, b)</code>.</i>")
@@ -305,6 +321,15 @@ class WorkbenchPanel(ControllerEvents):
         for line in result.notes:
             text += f"<br><i>{html.escape(line)}</i>"
         return text
+
+    @staticmethod
+    def _suggestion_line(result: RunResult) -> str:
+        """The run's first suggestion with its bound (``report.suggestion_text``), HTML; ``""`` without one."""
+        diagnosis = diagnose(result)
+        if not diagnosis.suggestions:
+            return ""
+        first = diagnosis.suggestions[0]
+        return "Next: " + html.escape(report.suggestion_text(first, diagnosis.bound_for(first[0])))
 
     def _refresh_history(self) -> None:
         rows = report.history_rows(self.controller.results, self.controller.baseline_result(),
@@ -325,6 +350,8 @@ class WorkbenchPanel(ControllerEvents):
         self.compare_chart.value = charts.comparison_png(results, self.controller.baseline_result(),
                                                          baseline_config=self.controller.baseline)
         self.compare_chart.layout.display = None
+        self.limits_chart.value = charts.limits_png(results)
+        self.limits_chart.layout.display = None
         drawable = [i for i in range(latest, 0, -1) if _has_steps(results[i - 1])]
         if drawable and drawable[0] != self._chart_run:
             self.run_chart.value = charts.run_chart_png(results[drawable[0] - 1])
@@ -386,5 +413,6 @@ class WorkbenchPanel(ControllerEvents):
         self.apply_button.description = (f"Apply {suggestion[0]}={suggestion[1]!r}" if suggestion
                                           else "Apply suggestion")
         if suggestion:
-            set_tooltip(self.apply_button, f"the last run's diagnosis suggests {suggestion[0]}="
-                                           f"{suggestion[1]!r}: {suggestion[2]}; set it and run")
+            bound = diagnose(self.controller.results[-1]).bound_for(suggestion[0])
+            set_tooltip(self.apply_button, f"the last run's diagnosis suggests: "
+                                           f"{report.suggestion_text(suggestion, bound)}; set it and run")

@@ -79,6 +79,9 @@ class Workbench:
             ``tfwb-loss-chart``, ``tfwb-compare-chart``, ``tfwb-history``). ``loss_chart``
             shows the latest run's loss beside the previous run's when a knob that changes
             the arithmetic changed (optimizer, learning rate, clipping, precision, ...).
+        limits_chart: how far each run is from this machine's limit (CSS class
+            ``tfwb-limits-chart``): where its step time goes beside its achieved FLOP/s
+            against the measured and the datasheet peak (``tfwb.ui.charts.limits_png``).
         results: every result so far, in order, failures included.
         controller: the ``WorkbenchController`` (``tfwb.ui.controller``) that runs and keeps them.
         panel: the ``WorkbenchPanel`` (``tfwb.ui.panel``) that draws them.
@@ -113,7 +116,7 @@ class Workbench:
         self.run_button, self.stop_button, self.apply_button = p.run_button, p.stop_button, p.apply_button
         self.progress, self.progress_text = p.progress, p.progress_text
         self.run_chart, self.chart_note, self.compare_chart = p.run_chart, p.chart_note, p.compare_chart
-        self.loss_chart = p.loss_chart
+        self.loss_chart, self.limits_chart = p.loss_chart, p.limits_chart
         self.run_button.on_click(lambda _button: self.controller.click())
         self.apply_button.on_click(lambda _button: self.controller.click(apply=True))
         self.stop_button.on_click(self._on_stop_click)

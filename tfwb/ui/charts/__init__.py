@@ -8,6 +8,9 @@
 * ``profile``: a profiler capture (step breakdown, top ops);
 * ``curves``: convergence: learning-rate sweeps, loss and gradient-norm curves, and a run's
   loss beside the previous run's (the Workbench, when the arithmetic changed);
+* ``limits``: how far from the limit: where each run's step time goes (input wait, per-call
+  overhead, compute at this machine's peak, the rest) beside achieved FLOP/s against the
+  measured and the datasheet peak;
 * ``sweep``: a sweep (``tfwb.sweep``) by rung, and its finalists.
 
 Every ``draw_*`` function takes a matplotlib ``Axes`` and plain data (RunResults, reports)
@@ -28,6 +31,8 @@ from tfwb.ui.charts.comparison import (BARS_SHARE, LABEL_WIDTH, NEUTRAL_BAR_COLO
                                        comparison_png, draw_comparison, run_label)
 from tfwb.ui.charts.curves import (CURVES, SERIES_COLORS, SWEEP_CEILING, curves_png, draw_curves, draw_loss_beside,
                                    draw_lr_sweep, loss_beside_png, lr_sweep_png)
+from tfwb.ui.charts.limits import (ACHIEVED_COLOR, DATASHEET_COLOR, LIMIT_SEGMENTS, LIMITS_MAX_RUNS, OVERHEAD_COLOR,
+                                   REST_COLOR, draw_flops, draw_time_split, limits_png, time_split)
 from tfwb.ui.charts.profile import OP_NAME_WIDTH, PROFILE_OTHER_COLOR, draw_profile_steps, draw_top_ops, profile_png
 from tfwb.ui.charts.steps import CLIP_FACTOR, WARMUP_WAIT_COLOR, draw_step_times, run_chart_png
 from tfwb.ui.charts.utilization import (GPU_COLORS, MAX_STEP_LINES, MAX_STEP_TICKS, OTHER_CPU_COLOR, STEP_LABEL_GAP_PT,
@@ -50,4 +55,7 @@ __all__ = [
     # curves
     "draw_lr_sweep", "draw_curves", "lr_sweep_png", "curves_png", "SERIES_COLORS", "SWEEP_CEILING", "CURVES",
     "draw_loss_beside", "loss_beside_png",
+    # limits
+    "draw_time_split", "draw_flops", "limits_png", "time_split", "LIMIT_SEGMENTS", "OVERHEAD_COLOR", "REST_COLOR",
+    "ACHIEVED_COLOR", "DATASHEET_COLOR", "LIMITS_MAX_RUNS",
 ]
