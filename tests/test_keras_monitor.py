@@ -113,3 +113,33 @@ def test_validation_inside_fit_is_no_misuse_and_input_rate_compares_the_dataset_
 def test_a_bad_charts_value_is_refused_naming_it():
     with pytest.raises(ValueError, match="charts='yes' is not allowed"):
         Monitor(charts="yes")
+
+
+
+def test_the_chart_is_an_image_widget_redrawn_during_fit_and_final_after_it(monkeypatch, capsys):
+    """The notebook path (charts=True builds it outside a kernel too): ipywidgets 7 and 8 alike."""
+    widgets = pytest.importorskip("ipywidgets")
+    from tfwb.keras import monitor as monitor_module
+
+    monkeypatch.setattr(monitor_module, "REDRAW_S", 0.0)     # redraw after every window
+    monkeypatch.setattr(monitor_module, "WINDOW_S", 0.0)     # a window per call
+    draws = []
+    original = monitor_module._ChartView.draw
+
+    def draw(self, r, done, total, final=False):
+        original(self, r, done, total, final)
+        draws.append((done, final, bytes(self.image.value), self.status.value))
+
+    monkeypatch.setattr(monitor_module._ChartView, "draw", draw)
+    mon = Monitor(charts=True, warmup_steps=1)
+    model().fit(data(rows=160), epochs=1, verbose=0, callbacks=[mon])   # 10 steps
+    view = mon._view
+    assert isinstance(view.image, widgets.Image) and isinstance(view.box, widgets.VBox)
+    during = [d for d in draws if not d[1]]
+    assert len(during) >= 3 and [d[0] for d in during] == sorted(d[0] for d in during)
+    assert during[0][3].startswith("fit: step ") and during[0][3].endswith("/10")
+    assert all(png.startswith(b"\x89PNG") for _, _, png, _ in draws)
+    assert len({png for _, _, png, _ in during}) > 1                  # the picture changed as steps came in
+    assert draws[-1][1] and view.status.value == mon.result.summary()
+    assert bytes(view.image.value).startswith(b"\x89PNG")
+    assert "VBox" in capsys.readouterr().out          # display() outside a kernel prints the widget's repr

@@ -52,6 +52,7 @@ CHAPTERS: Tuple[Chapter, ...] = (
     Chapter("05", "notebooks/05_devices_and_strategies.ipynb", "Devices and distribution strategies"),
     Chapter("06", "notebooks/06_profiling_and_tensorboard.ipynb", "Profiling and TensorBoard"),
     Chapter("07", "notebooks/07_capstone.ipynb", "Capstone: every knob on one workload"),
+    Chapter("08", "notebooks/08_your_own_model.ipynb", "Your own model"),
 )
 
 
