@@ -1,9 +1,8 @@
 """How long each chapter takes, first cell to last, at full size and in small mode.
 
 Each chapter is executed with ``jupyter nbconvert --execute`` (a fresh kernel, the
-chapter's own cells, nothing else), once in small mode (``TFWB_FAST=1``) and once with
-``size="auto"`` left to the chapter (full on a machine whose step and chapter fit the
-budget). The wall time of each run, the size the chapter actually chose and the full-size
+chapter's own cells, nothing else), once in small mode (``TFWB_FAST=1``) and once at full size
+(``TFWB_SIZE=full``, whatever the machine's step). The wall time of each run, the size the chapter actually chose and the full-size
 ``images`` step its setup cell measured are written to ``results/chapter_times.json`` and
 ``.md``, with the machine; the script prints the ``tfwb.book.CHAPTER_TIMES`` entries those
 figures give (paste them into ``tfwb/book.py``).
@@ -45,8 +44,11 @@ def setup_output(nb_path: Path) -> str:
 def run_chapter(chapter: book.Chapter, mode: str, timeout_s: int) -> dict:
     env = dict(os.environ)
     env.pop("TFWB_FAST", None)
+    env.pop("TFWB_SIZE", None)
     if mode == "small":
         env["TFWB_FAST"] = "1"
+    else:
+        env["TFWB_SIZE"] = "full"      # full size whatever this machine's step: the time is what is measured
     jupyter = Path(sys.executable).with_name("jupyter")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.ipynb"

@@ -100,3 +100,27 @@ def test_small_mode_states_the_recorded_small_time(monkeypatch):
     monkeypatch.setattr(book, "CHAPTER_TIMES", {"01": book.ChapterTime(300.0, 75.0, 0.2, "machine M")})
     choice = sizing.choose_size(chapter="01")
     assert choice.size == "small" and "1.2 min in small mode" in choice.expected
+
+
+@pytest.mark.parametrize("forced", ["small", "full"])
+def test_tfwb_size_decides_and_the_step_is_still_reported(monkeypatch, forced):
+    from tfwb import book
+    from tfwb.tf.lab import sizing
+
+    monkeypatch.delenv("TFWB_FAST", raising=False)
+    monkeypatch.setenv("TFWB_SIZE", forced)
+    monkeypatch.setattr(sizing, "run", lambda cfg: _probe(2.0))          # far over any budget
+    monkeypatch.setattr(book, "CHAPTER_TIMES", {"03": book.ChapterTime(300.0, 50.0, 0.2, "machine M")})
+    choice = sizing.choose_size(chapter="03")
+    assert choice.size == forced and choice.step_s == 2.0
+    assert f"TFWB_SIZE={forced} asks for it" in choice.reason and "50.0 min" in choice.reason
+
+
+def test_a_bad_tfwb_size_names_the_variable_and_the_choices(monkeypatch):
+    from tfwb.tf.lab import sizing
+
+    monkeypatch.delenv("TFWB_FAST", raising=False)
+    monkeypatch.setenv("TFWB_SIZE", "huge")
+    monkeypatch.setattr(sizing, "run", lambda cfg: _probe(0.2))
+    with pytest.raises(ValueError, match="TFWB_SIZE='huge' is not allowed; TFWB_SIZE must be 'small', 'full' or unset"):
+        sizing.choose_size()

@@ -11,15 +11,20 @@ Given a chapter whose time was measured (``tfwb.book.CHAPTER_TIMES``), the rule 
 chapter's: full when the chapter's full-size time, scaled from the machine it was measured
 on by the ratio of the two machines' full-size steps, fits ``tfwb.book.CHAPTER_BUDGET_S``
 (10 minutes); and the choice says how long the chapter should take here.
+``TFWB_SIZE=small`` or ``TFWB_SIZE=full`` decides instead (the step is still measured).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Optional
 
 from tfwb import book
 from tfwb.config import RunConfig, fast_mode, set_auto_size
 from tfwb.tf.run import run
+
+#: Set to ``small`` or ``full`` to decide the size yourself (the step is still measured and reported).
+SIZE_ENV = "TFWB_SIZE"
 
 #: A full-size ``images`` step slower than this makes ``size="auto"`` pick small.
 DEFAULT_BUDGET_S = 0.4
@@ -109,6 +114,16 @@ def choose_size(budget_s: float = DEFAULT_BUDGET_S, *, steps: int = 3,
                           f"the full-size probe did not run ({probe.error}); small is the safe choice",
                           _expected(timed, "small", None))
     step_s = probe.median_step_s
+    forced = os.environ.get(SIZE_ENV, "")
+    if forced:
+        if forced not in ("small", "full"):
+            raise ValueError(f"{SIZE_ENV}={forced!r} is not allowed; {SIZE_ENV} must be 'small', 'full' or unset")
+        set_auto_size(forced)
+        here = f", so this chapter would take about {_minutes(timed.full_here_s(step_s))} at full size" \
+            if timed is not None else ""
+        return SizeChoice(forced, step_s, budget_s,
+                          f"{SIZE_ENV}={forced} asks for it (a full-size images step takes {step_s:.2f} s on "
+                          f"this machine{here})", _expected(timed, forced, step_s))
     if timed is not None:
         here = timed.full_here_s(step_s)
         size = "full" if here <= book.CHAPTER_BUDGET_S else "small"
