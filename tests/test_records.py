@@ -293,3 +293,12 @@ def test_percent():
     from tfwb.records import percent
 
     assert (percent(0.2349), percent(0.0412), percent(0.0), percent(1.5)) == ("23 %", "4.1 %", "0 %", "150 %")
+
+
+def test_an_mfu_above_the_measured_peak_is_called_a_low_peak_not_a_figure():
+    r = RunResult(config=RunConfig(), step_times_s=(0.1,) * 3, model_flops_per_step=2.3e10,
+                  peak_flops_per_s=1e11, datasheet_flops_per_s=5.6e11)
+    assert r.mfu == pytest.approx(2.3)
+    text = r.mfu_text()
+    assert text.startswith("MFU not meaningful: the step achieved 230 % of the float32 peak measured here")
+    assert "41 % of datasheet" in text and "MFU 230" not in text

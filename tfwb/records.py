@@ -514,6 +514,15 @@ class RunResult:
             if self.datasheet_mfu is not None:
                 text += f"; {percent(self.datasheet_mfu)} of {self._datasheet_name}"
             return text
+        if self.mfu > 1.0:
+            # Achieved above the "peak": the benchmark read low (a short budget, other work on the
+            # cores), or the step's kernels beat a square matmul of the benchmark's size.
+            text = (f"MFU not meaningful: the step achieved {percent(self.mfu)} of the {dtype} peak measured "
+                    "here, so that measurement read low (measure it again on a quiet machine: "
+                    "tfwb.measure_peak(cache=False))")
+            if self.datasheet_mfu is not None:
+                text += f"; {percent(self.datasheet_mfu)} of {self._datasheet_name}"
+            return text
         text = f"MFU {percent(self.mfu)} of this machine's measured {dtype} peak"
         if self.datasheet_mfu is not None:
             text += f" ({percent(self.datasheet_mfu)} of {self._datasheet_name})"

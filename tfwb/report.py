@@ -546,14 +546,16 @@ def mfu_cell(row: Dict[str, Any]) -> str:
     Example:
         >>> mfu_cell({"status": "ok", "mfu": 0.234}), mfu_cell({"status": "ok", "flops_uncounted": ["lstm (LSTM)"]})
         ('23 %', 'not counted')
-        >>> mfu_cell({"status": "ok", "mfu": None}), mfu_cell({"status": "failed"})
-        ('n/a', '')
+        >>> mfu_cell({"status": "ok", "mfu": None}), mfu_cell({"status": "failed"}), mfu_cell({"status": "ok", "mfu": 1.3})
+        ('n/a', '', 'peak read low')
     """
     if row.get("status") != "ok":
         return ""
     if row.get("flops_uncounted"):
         return NOT_COUNTED_TEXT
     mfu = row.get("mfu")
+    if mfu is not None and mfu > 1.0:
+        return "peak read low"      # above the measured peak: RunResult.mfu_text says why
     return MISSING_TEXT if mfu is None else percent(mfu)
 
 
