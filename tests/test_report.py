@@ -453,15 +453,29 @@ def test_a_run_that_applies_the_suggestion_scores_its_bound():
     assert row["bound_note"] in report.format_table(report.history_rows([base, faster]))
 
 
-def test_a_gain_above_its_bound_beyond_noise_is_flagged():
-    base = counted(RunConfig(), BASE_S, 0.03)
-    (knob, value, _), _bound = first_suggestion(base)
+GPU_FP = {"gpus": [{"name": "G", "compute_capability": [8, 0]}]}
+
+
+def test_a_gain_above_an_input_bound_on_a_cpu_is_explained_not_flagged():
+    base = counted(RunConfig(), BASE_S, 0.03)          # no GPU in the fingerprint: the step ran on the CPU
+    (knob, value, _), bound = first_suggestion(base)
+    assert not bound.strict and "takes cores from the step" in bound.text
     too_fast = counted(RunConfig().replace(**{knob: value}), tuple(t / 2 for t in BASE_S), 0.001)
+    row = report.history_rows([base, too_fast])[1]
+    assert not row["bound_exceeded"]
+    assert row["bound_note"] == (f"{knob}={value!r}: measured 2.0x, above the input-wait bound 1.4x: on a CPU "
+                                 "the pipeline shared the cores with the step, so removing its work sped the step too")
+
+
+def test_a_gain_above_its_bound_beyond_noise_is_flagged():
+    base = counted(RunConfig(), BASE_S, 0.03, fingerprint=GPU_FP)
+    (knob, value, _), _bound = first_suggestion(base)
+    too_fast = counted(RunConfig().replace(**{knob: value}), tuple(t / 2 for t in BASE_S), 0.001, fingerprint=GPU_FP)
     row = report.history_rows([base, too_fast])[1]
     assert row["bound_exceeded"]
     assert row["bound_note"] == (f"{knob}={value!r}: measured 2.0x is above its bound 1.4x beyond noise "
                                  "(+-10 %): the bound or the measurement is wrong")
-    within = counted(RunConfig().replace(**{knob: value}), tuple(t / 1.5 for t in BASE_S), 0.001)
+    within = counted(RunConfig().replace(**{knob: value}), tuple(t / 1.5 for t in BASE_S), 0.001, fingerprint=GPU_FP)
     assert not report.history_rows([base, within])[1]["bound_exceeded"]    # 1.5x: within 10 % of 1.43x
 
 

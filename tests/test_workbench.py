@@ -721,7 +721,9 @@ def test_mfu_limits_chart_suggestion_bound_and_a_gain_above_it_flagged():
 
     def result(cfg, step_s, wait_s):
         return fakes.make_result(cfg, step_s=step_s, wait_s=wait_s, n=8, model_flops_per_step=2e9,
-                                 peak_flops_per_s=1e11, datasheet_flops_per_s=2e11)
+                                 peak_flops_per_s=1e11, datasheet_flops_per_s=2e11,
+                                 fingerprint={"gpus": [{"name": "G", "compute_capability": [8, 0]}]})  # a GPU step:
+        # the input bound is strict there (on a CPU the pipeline shares the step's cores)
 
     slow = result(BASE, 0.1, 0.03)
     knob, value, _why = diagnose(slow).suggestions[0]
