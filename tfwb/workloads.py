@@ -46,6 +46,18 @@ _REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 Factory = Union[Callable[..., Any], str]
 
 
+def _import_target(role: str, target: str, hint: str) -> Any:
+    """The object ``"module:attr.path"`` names, imported; a ValueError naming ``role`` when it cannot be."""
+    module_name, _, attr = target.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"{role}={target!r} cannot be loaded ({type(e).__name__}: {e}); {hint}") from None
+    return obj
+
+
 class Ref:
     """A factory named ``"module:attribute"``, imported when first called.
 
@@ -81,14 +93,7 @@ class Ref:
     def resolve(self) -> Callable[..., Any]:
         """The target callable (imported on first use, then kept)."""
         if self._resolved is None:
-            module_name, _, attr = self.target.partition(":")
-            try:
-                obj: Any = importlib.import_module(module_name)
-                for part in attr.split("."):
-                    obj = getattr(obj, part)
-            except (ImportError, AttributeError) as e:
-                raise ValueError(f"{self.role}={self.target!r} cannot be loaded "
-                                 f"({type(e).__name__}: {e}); check the module and attribute names") from None
+            obj: Any = _import_target(self.role, self.target, "check the module and attribute names")
             if not callable(obj):
                 raise ValueError(f"{self.role}={self.target!r} is {type(obj).__name__}, not callable")
             self._resolved = obj
@@ -507,14 +512,8 @@ def resolve_factory(spec: str) -> str:
     if not isinstance(spec, str) or not _REF.match(spec):
         raise ValueError(f"workload={spec!r} is not allowed; workload must be one of "
                          + ", ".join(repr(n) for n in workload_names()) + " (registered) or 'module:function'")
-    module_name, _, attr = spec.partition(":")
-    try:
-        obj: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as e:
-        raise ValueError(f"workload={spec!r} cannot be loaded ({type(e).__name__}: {e}); check the module "
-                         "(importable from here: on sys.path or PYTHONPATH) and the function name") from None
+    obj: Any = _import_target("workload", spec, "check the module (importable from here: on sys.path or "
+                                                "PYTHONPATH) and the function name")
     need = ("'module:function' must name a Workload (what tfwb.register_workload returns) or a function of "
             "no arguments that calls tfwb.register_workload and returns its result")
     if not isinstance(obj, Workload):
