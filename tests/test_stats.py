@@ -139,8 +139,8 @@ def test_compare_empty_raises():
     ([1, 1, 1, 1, 1], [2, 2, 2, 2, 2], "2.00x slower"),
     ([1.42] * 6, [1.0] * 6, "1.42x faster"),
     ([1.0] * 6, [4.0] * 6, "4.00x slower"),
-    ([1.0, 1.1, 1.2, 1.3, 1.4], [1.03, 1.13, 1.23, 1.33, 1.43], "0.98x: no significant difference"),
-    ([2.0] * 3, [1.0] * 3, "2.00x: too few steps to tell"),
+    ([1.0, 1.1, 1.2, 1.3, 1.4], [1.03, 1.13, 1.23, 1.33, 1.43], "1.03x slower: no significant difference"),
+    ([2.0] * 3, [1.0] * 3, "2.00x faster: too few steps to tell"),
 ])
 def test_text_exact(base, cand, text):
     assert compare(base, cand).text() == text
@@ -159,7 +159,7 @@ def test_identical_runs_with_a_run_level_offset_inside_the_band_are_no_differenc
     assert not Spread.of(base).overlaps(Spread.of(cand))                 # the old rule's false alarm
     c = compare(base, cand)
     assert c.verdict == "no significant difference" and not c.significant and c.within_noise
-    assert c.text() == "0.94x: no significant difference (within \u00b110 % run-to-run noise)"
+    assert c.text() == "1.06x slower: no significant difference (within \u00b110 % run-to-run noise)"
 
 
 def test_a_15_percent_shift_beyond_the_band_is_detected_both_ways():
@@ -233,7 +233,7 @@ def test_a_slowdown_during_heavier_other_load_is_not_comparable():
     # its 1.8x slowdown is what that load does, not what the knob does.
     c = compare(_run(0.100, seed=1), _run(0.180, seed=2), other_cpu_pct=(10.0, 50.0))
     assert c.verdict == stats.NOT_COMPARABLE and not c.significant
-    assert c.text() == (f"{c.speedup:.2f}x: not comparable (other programs used 10 % of the CPU during the "
+    assert c.text() == (f"{1 / c.speedup:.2f}x slower: not comparable (other programs used 10 % of the CPU during the "
                         "baseline, 50 % during this run)")
 
 
@@ -307,17 +307,34 @@ def test_compare_rounds_too_few_and_bad_input():
         stats.compare_rounds([1.0] * 6, [0.0] * 6)
 
 
-def test_a_ratio_never_prints_bare_when_directed():
-    """Issue 18: "0.84x" reads "1.19x slower"; the significant verdicts read as before."""
+def test_a_ratio_never_prints_bare():
+    """Issue 18: "0.84x" reads "1.19x slower" by default; the significant verdicts read as before;
+    the bare form stays available with directed=False."""
     assert stats.ratio_text(0.84) == "1.19x slower"
     assert stats.ratio_text(1.42) == "1.42x faster"
     assert stats.ratio_text(1.004) == stats.ratio_text(0.996) == "1.00x"
     near = compare([1.0] * 5 + [1.02] * 5, [1.05] * 5 + [1.07] * 5)
-    assert near.text() == "0.95x: no significant difference (within \u00b110 % run-to-run noise)"
-    assert near.text(directed=True) == "1.05x slower: no significant difference (within \u00b110 % run-to-run noise)"
-    assert compare([2.0] * 3, [1.0] * 3).text(directed=True) == "2.00x faster: too few steps to tell"
-    assert compare([2.0] * 9, [1.0] * 9).text(directed=True) == "2.00x faster"
+    assert near.text() == "1.05x slower: no significant difference (within \u00b110 % run-to-run noise)"
+    assert near.text(directed=False) == "0.95x: no significant difference (within \u00b110 % run-to-run noise)"
+    assert compare([2.0] * 3, [1.0] * 3).text() == "2.00x faster: too few steps to tell"
+    assert compare([2.0] * 3, [1.0] * 3).text(directed=False) == "2.00x: too few steps to tell"
+    assert compare([2.0] * 9, [1.0] * 9).text() == "2.00x faster"
+    assert compare([1.0] * 5, [1.004] * 5).text().startswith("1.00x: no significant difference")
     busy = compare([1.0] * 5, [1.6] * 5, other_cpu_pct=(10, 50))
     assert busy.text(directed=True, reference="the previous run (#3)") == (
         "1.60x slower: not comparable (other programs used 10 % of the CPU during the previous run (#3), "
         "50 % during this run)")
+
+
+def test_rounds_text_never_prints_a_bare_ratio():
+    """Issue 18: a round comparison that is not significant says which way it points, and its
+    interval and round count follow that direction; directed=False keeps the old form."""
+    slow = stats.compare_rounds([1.0] * 8, [1.05, 0.99, 1.06, 1.04, 0.98, 1.05, 1.07, 0.97])
+    assert slow.verdict == stats.NO_DIFFERENCE and slow.speedup < 1
+    assert slow.text() == "1.04x slower: no significant difference (99 % CI 0.97-1.07x; slower in 5 of 8 rounds)"
+    assert slow.text(directed=False) == ("0.96x: no significant difference (99 % CI 0.93-1.03x; "
+                                         "faster in 3 of 8 rounds)")
+    fast = stats.compare_rounds([1.05, 0.99, 1.06, 1.04, 0.98, 1.05, 1.07, 0.97], [1.0] * 8)
+    assert fast.text().startswith("1.04x faster: no significant difference (") and "faster in 5 of 8" in fast.text()
+    few = stats.compare_rounds([1.0] * 3, [0.5] * 3)
+    assert few.text().startswith("2.00x faster: too few rounds to tell")

@@ -274,28 +274,29 @@ class Comparison:
     def significant(self) -> bool:
         return self.verdict in (FASTER, SLOWER)
 
-    def text(self, *, directed: bool = False, reference: str = "the baseline") -> str:
-        """The verdict in words.
+    def text(self, *, directed: bool = True, reference: str = "the baseline") -> str:
+        """The verdict in words; a ratio never prints bare.
 
         Args:
             directed: say which way a ratio that is not significant points (``"1.19x
-                slower: no significant difference"``) instead of the bare ratio
-                (``"0.84x: ..."``); the Workbench and the history tables use it.
+                slower: no significant difference"``), the default; ``False`` gives the
+                old bare form (``"0.84x: ..."``), kept for a caller that needs the raw
+                ratio (none in tfwb).
             reference: what the candidate was compared with, as a "not comparable" text
                 names it (``"the previous run (#3)"``).
 
         Returns:
-            e.g. ``"1.42x faster"``, ``"1.03x: no significant difference"``,
-            ``"1.08x: no significant difference (within ±10 % run-to-run noise)"`` or
-            ``"0.55x: not comparable (other programs used 10 % of the CPU during the
-            baseline, 50 % during this run)"``; with ``directed`` the ratio reads
-            ``"1.03x faster: ..."`` / ``"1.82x slower: ..."`` (``"1.00x"`` when it is 1 to
-            two decimals).
+            e.g. ``"1.42x faster"``, ``"1.03x faster: no significant difference"``,
+            ``"1.08x slower: no significant difference (within ±10 % run-to-run noise)"``
+            or ``"1.82x slower: not comparable (other programs used 10 % of the CPU
+            during the baseline, 50 % during this run)"`` (``"1.00x: ..."`` when the
+            ratio is 1 to two decimals); with ``directed=False`` the bare ratio
+            (``"0.92x: ..."``).
 
         Example:
             >>> c = compare([1.0, 1.1, 1.2, 1.3, 1.4], [1.1, 1.2, 1.3, 1.4, 1.5])
-            >>> c.text(), c.text(directed=True)
-            ('0.92x: no significant difference', '1.08x slower: no significant difference')
+            >>> c.text(), c.text(directed=False)
+            ('1.08x slower: no significant difference', '0.92x: no significant difference')
         """
         if self.significant:
             factor = self.speedup if self.verdict == FASTER else 1.0 / self.speedup
@@ -457,17 +458,39 @@ class RoundsComparison:
     def significant(self) -> bool:
         return self.verdict in (FASTER, SLOWER)
 
-    def text(self) -> str:
-        """e.g. ``"1.16x slower (95 % CI 1.12-1.19x; slower in 10 of 10 rounds)"``."""
-        if self.verdict == SLOWER:
-            head, lo, hi = f"{1 / self.speedup:.2f}x slower", 1 / self.high, 1 / self.low
-        else:
-            head, lo, hi = f"{self.speedup:.2f}x", self.low, self.high
-            head += " faster" if self.verdict == FASTER else f": {self.verdict}"
-        if self.verdict == SLOWER:
+    def text(self, *, directed: bool = True) -> str:
+        """The verdict in words; a ratio never prints bare.
+
+        The interval and the round count follow the direction the head names: a
+        candidate that is slower (significantly or not) gets its slowdown's interval
+        and the rounds in which it was slower.
+
+        Args:
+            directed: say which way a ratio that is not significant points (the
+                default); ``False`` gives the old bare form (``"0.95x: no significant
+                difference (95 % CI 0.90-1.02x; faster in 3 of 8 rounds)"``).
+
+        Returns:
+            e.g. ``"1.16x slower (95 % CI 1.12-1.19x; slower in 10 of 10 rounds)"`` or
+            ``"1.04x slower: no significant difference (99 % CI 0.97-1.07x; slower in
+            5 of 8 rounds)"``.
+
+        Example:
+            >>> compare_rounds([1.0] * 8, [1.05, 0.99, 1.06, 1.04, 0.98, 1.05, 1.07, 0.97]).text()
+            '1.04x slower: no significant difference (99 % CI 0.97-1.07x; slower in 5 of 8 rounds)'
+        """
+        slower = self.verdict == SLOWER or (directed and not self.significant and self.speedup < 1)
+        if slower:
+            lo, hi = 1 / self.high, 1 / self.low
             count = f"slower in {self.rounds - self.faster_rounds} of {self.rounds} rounds"
         else:
+            lo, hi = self.low, self.high
             count = f"faster in {self.faster_rounds} of {self.rounds} rounds"
+        if self.significant:
+            head = f"{1 / self.speedup:.2f}x slower" if slower else f"{self.speedup:.2f}x faster"
+        else:
+            ratio = ratio_text(self.speedup) if directed else f"{self.speedup:.2f}x"
+            head = f"{ratio}: {self.verdict}"
         return f"{head} ({self.coverage * 100:.0f} % CI {lo:.2f}-{hi:.2f}x; {count})"
 
 
