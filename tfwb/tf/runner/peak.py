@@ -28,7 +28,7 @@ from tfwb.peaks import DTYPES
 from tfwb.tf.runner.fingerprint import fingerprint
 
 CACHE_FILE = "peaks.json"
-CACHE_VERSION = 1
+CACHE_VERSION = 2     # 2: one matrix size per device for every dtype (entries of 1 mixed sizes)
 # The machine parts of a run's fingerprint; logical devices (setup_devices splits the CPU)
 # and the run's config do not change what a matmul can do.
 MACHINE_KEYS = ("tensorflow", "platform", "cpu_model", "cpu_count", "environment", "gpus")
