@@ -41,6 +41,22 @@ def setup_output(nb_path: Path) -> str:
     return ""
 
 
+def slowest_cells(nb_path: Path, top: int = 5) -> list:
+    """The ``top`` slowest code cells (0-based index, seconds, first line), from nbconvert's timing metadata."""
+    from datetime import datetime
+    nb = json.loads(nb_path.read_text(encoding="utf-8"))
+    out = []
+    for i, cell in enumerate(nb["cells"]):
+        t = cell.get("metadata", {}).get("execution", {})
+        start, end = t.get("iopub.execute_input"), t.get("shell.execute_reply")
+        if cell["cell_type"] == "code" and start and end:
+            secs = (datetime.fromisoformat(end.replace("Z", "+00:00"))
+                    - datetime.fromisoformat(start.replace("Z", "+00:00"))).total_seconds()
+            first = "".join(cell["source"]).strip().splitlines()[0][:70] if cell["source"] else ""
+            out.append((i, round(secs, 1), first))
+    return sorted(out, key=lambda x: -x[1])[:top]
+
+
 def run_chapter(chapter: book.Chapter, mode: str, timeout_s: int) -> dict:
     env = dict(os.environ)
     env.pop("TFWB_FAST", None)
@@ -59,11 +75,12 @@ def run_chapter(chapter: book.Chapter, mode: str, timeout_s: int) -> dict:
                               capture_output=True, text=True)
         wall = time.perf_counter() - t0
         text = setup_output(out) if out.exists() else ""
+        slowest = slowest_cells(out) if out.exists() else []
     step = STEP.search(text)
     size = SIZE.search(text)
     return {"chapter": chapter.number, "mode": mode, "ok": proc.returncode == 0, "wall_s": round(wall, 1),
             "size_chosen": size.group(1) if size else None,
-            "step_s": float(step.group(1)) if step else None,
+            "step_s": float(step.group(1)) if step else None, "slowest_cells": slowest,
             "error": None if proc.returncode == 0 else proc.stderr[-2000:]}
 
 
