@@ -497,3 +497,11 @@ def test_suggestion_text_carries_the_bound():
     assert report.suggestion_text(("jit_compile", True, "fuse"), Bound("jit_compile", True, None, "XLA "
                                   "(jit_compile=True): bound unknown: no MFU")) == \
         "try jit_compile=True \u2014 bound unknown: no MFU (fuse)"
+
+
+def test_an_interrupted_run_is_not_called_an_error_in_the_table():
+    cells = report.format_cells({"status": "interrupted",
+                                 "error": "stopped by the user (Stop button) after 398 of 3002 steps"})
+    assert cells["diagnosis"] == "stopped by the user (Stop button) after 398 of 3002 steps"
+    failed = report.format_cells({"status": "failed", "error": "ResourceExhaustedError: OOM"})
+    assert failed["diagnosis"] == "error: ResourceExhaustedError: OOM"

@@ -48,7 +48,7 @@ CHAPTERS: Tuple[Chapter, ...] = (
     Chapter("01", "notebooks/01_input_pipeline.ipynb", "The input pipeline"),
     Chapter("02", "notebooks/02_graphs.ipynb", "Graphs: tf.function, retracing, XLA"),
     Chapter("03", "notebooks/03_mixed_precision.ipynb", "Mixed precision"),
-    Chapter("04", "notebooks/04_optimizers_and_clipping.ipynb", "Optimizers and gradient clipping"),
+    Chapter("04", "notebooks/04_optimizers_and_clipping.ipynb", "Optimizers, learning rate, gradient clipping, weight decay"),
     Chapter("05", "notebooks/05_devices_and_strategies.ipynb", "Devices and distribution strategies"),
     Chapter("06", "notebooks/06_profiling_and_tensorboard.ipynb", "Profiling and TensorBoard"),
     Chapter("07", "notebooks/07_capstone.ipynb", "Capstone: every knob on one workload"),

@@ -653,7 +653,9 @@ def format_cells(row: Dict[str, Any]) -> Dict[str, str]:
     q1, q3 = row.get("q1_ms"), row.get("q3_ms")
     error = row.get("error")
     diagnosis = row.get("bottleneck") or ""
-    if error and row.get("status") != "ok":
+    if error and row.get("status") == "interrupted":
+        diagnosis = str(error)            # the user's own stop and where it happened: no error
+    elif error and row.get("status") != "ok":
         diagnosis = f"error: {error}"
     return {
         "index": str(row.get("index", "")),
