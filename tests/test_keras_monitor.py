@@ -74,6 +74,8 @@ def test_an_interrupted_fit_ends_after_its_call_and_is_recorded_as_interrupted(t
     r = mon.result
     assert r.status == "interrupted" and r.stop_reason == "interrupted by the user"
     assert 5 <= r.steps_done <= 7 and "after" in r.error
+    planned = 3 * mon.params["steps"]                 # fit was asked for 3 epochs: the stop says how far it had to go
+    assert r.error.endswith(f"of {planned} steps"), r.error
     assert tfwb.load_results(path)[0].status == "interrupted"
 
 

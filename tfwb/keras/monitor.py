@@ -308,7 +308,9 @@ class Monitor(keras.callbacks.Callback):
         if self._examples is None:
             notes.append(Note("batch_size unknown (Keras counted no examples); pass Monitor(batch_size=...)",
                               "other"))
-        state = RunState(config=cfg, log=log, clock=self._clock, total_steps=(len(full)) * self._spe,
+        ran = len(full) * self._spe
+        planned = self._total() if stop_reason is not None else None    # a stop says how far fit had to go
+        state = RunState(config=cfg, log=log, clock=self._clock, total_steps=max(ran, planned or 0),
                          warmup_steps=w * self._spe, steps_per_call=self._spe, stop_reason=stop_reason,
                          interrupted=stop_reason is not None,
                          samples=tuple(samples if samples is not None else self._sampler.samples))
