@@ -377,3 +377,15 @@ def test_a_gain_above_its_bound_beyond_noise_says_the_bound_or_the_measurement_i
     for bad in ((1.5, 0.0, 0.1), (1.5, 1.2, -0.1), (0.5, 1.2, 0.1)):
         with pytest.raises(ValueError):
             score_bound(*bad)
+
+
+def test_a_fit_run_gets_its_input_verdict_from_the_dataset_timed_alone():
+    fit = RunResult(config=RunConfig(), step_times_s=(0.03,) * 5,
+                    extras={"input_rate": {"dataset_batches_per_s": 3005.0, "step_batches_per_s": 34.0}})
+    d = diagnose(fit)
+    assert d.verdict == NOT_INPUT and d.input_fraction is None
+    assert d.headline.startswith("not input-bound (the dataset alone delivers 3,005 batches/s, the step takes 34/s)")
+    starved = RunResult(config=RunConfig(), step_times_s=(0.03,) * 5,
+                        extras={"input_rate": {"dataset_batches_per_s": 30.0, "step_batches_per_s": 34.0}})
+    assert diagnose(starved).verdict == INPUT_HIGH and diagnose(starved).suggestions == ()
+    assert diagnose(RunResult(config=RunConfig(), step_times_s=(0.03,) * 5)).verdict == NO_INPUT_DATA

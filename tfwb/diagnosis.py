@@ -161,6 +161,25 @@ def _compute_suggestions(result, hardware: Machine) -> tuple:
     return tuple(out)
 
 
+#: A dataset that alone delivers less than this times the step's rate cannot keep the step fed
+#: (``tfwb.keras.input_rate``'s thresholds: below 1.05x input-bound, below 1.5x close to it).
+DATASET_BOUND_RATIO, DATASET_CLOSE_RATIO = 1.05, 1.5
+
+
+def _dataset_rate(result) -> Optional[Tuple[str, str]]:
+    """The input verdict of a run whose input wait cannot be seen (``model.fit`` under
+    ``tfwb.keras.Monitor``) but whose dataset was timed alone (``extras["input_rate"]``)."""
+    rate = (getattr(result, "extras", None) or {}).get("input_rate") or {}
+    data, step = rate.get("dataset_batches_per_s"), rate.get("step_batches_per_s")
+    if not data or not step:
+        return None
+    ratio = data / step
+    verdict = (INPUT_HIGH if ratio < DATASET_BOUND_RATIO else
+               INPUT_MODERATE if ratio < DATASET_CLOSE_RATIO else NOT_INPUT)
+    return verdict, (f"{verdict} (the dataset alone delivers {data:,.0f} batches/s, the step takes "
+                     f"{step:,.0f}/s)")
+
+
 def diagnose(result, hardware: Optional[MachineLike] = None) -> Diagnosis:
     """Classify a RunResult: failed, no data, or its input-bound level with suggestions.
 
@@ -183,7 +202,17 @@ def diagnose(result, hardware: Optional[MachineLike] = None) -> Diagnosis:
     if not result.step_times_s:
         return Diagnosis(NO_DATA, None, NO_DATA)
     if frac is None:
-        return Diagnosis(NO_INPUT_DATA, None, NO_INPUT_DATA)
+        rate = _dataset_rate(result)
+        if rate is None:
+            return Diagnosis(NO_INPUT_DATA, None, NO_INPUT_DATA)
+        verdict, text = rate
+        if verdict != NOT_INPUT:       # a fit's own pipeline: RunConfig's input knobs do not describe it
+            return Diagnosis(verdict, None, f"{text}: speed up the dataset given to fit")
+        hw = _hardware_of(result) if hardware is None else Machine.of(hardware)
+        sugg = _compute_suggestions(result, hw)
+        tip = f": try {sugg[0][0]}={sugg[0][1]!r}" if sugg else ""
+        return Diagnosis(verdict, None, f"{text}{tip}", sugg,
+                         tuple(bound(result, knob, value) for knob, value, _ in sugg))
     verdict = input_verdict(frac)
     hw = _hardware_of(result) if hardware is None else Machine.of(hardware)
     if verdict == NOT_INPUT:

@@ -11,10 +11,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
+from tfwb.diagnosis import DATASET_BOUND_RATIO, DATASET_CLOSE_RATIO
+
 #: Batches timed (after ``SKIP_BATCHES``) and the time limit for timing them.
 MAX_BATCHES, MAX_SECONDS, SKIP_BATCHES = 50, 2.0, 2
-#: The dataset alone must deliver this many times the step rate to leave the step alone.
-BOUND_RATIO, CLOSE_RATIO = 1.05, 1.5
+#: The dataset alone must deliver this many times the step rate to leave the step alone (the
+#: diagnosis reads a fit's verdict with the same thresholds).
+BOUND_RATIO, CLOSE_RATIO = DATASET_BOUND_RATIO, DATASET_CLOSE_RATIO
 HOW = ("measured by iterating the dataset alone (the same batches, no model) after fit: inside fit's graph "
        "the wait for a batch cannot be told apart from the step")
 
