@@ -445,3 +445,19 @@ def test_limits_png_draws_and_says_so_when_nothing_was_counted():
     ax = Figure().subplots()
     charts.draw_flops(ax, [fakes.make_result(RunConfig())])
     assert not ax.axison and "no run counted its model FLOPs" in texts(ax)[0]
+
+
+def test_the_step_chart_says_calls_when_a_bar_is_a_call():
+    from matplotlib.figure import Figure
+
+    from tfwb.records import RunResult
+    from tfwb.ui.charts.steps import draw_step_times
+
+    r = RunResult(config=RunConfig(steps_per_execution=8), step_times_s=(0.01,) * 7, warmup_times_s=(0.2,),
+                  steps_per_call=8)
+    ax = Figure().subplots()
+    draw_step_times(ax, r)
+    assert ax.get_xlabel().startswith("measured call of 8 steps (its time / 8 per step)")
+    one = Figure().subplots()
+    draw_step_times(one, RunResult(config=RunConfig(), step_times_s=(0.01,) * 7))
+    assert one.get_xlabel() == "measured step"

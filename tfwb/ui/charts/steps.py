@@ -112,7 +112,10 @@ def draw_step_times(ax: Axes, result: RunResult) -> None:
     ax.set_xlim(left, right)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=12))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0f}" if v >= 1 else ""))
-    ax.set_xlabel("measured step" + (" (warm-up steps left of the dashed line)" if warmup_ms else ""))
+    spc = max(getattr(result, "steps_per_call", 1) or 1, 1)
+    unit = f"call of {spc} steps (its time / {spc} per step)" if spc > 1 else "step"   # one bar per call
+    ax.set_xlabel(f"measured {unit}" + (f" (warm-up {'calls' if spc > 1 else 'steps'} left of the dashed line)"
+                                        if warmup_ms else ""))
 
     handles = [Patch(color=INPUT_COLOR, label="waiting for input"),
                Patch(color=COMPUTE_COLOR, label="rest of step")]
