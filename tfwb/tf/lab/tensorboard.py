@@ -187,8 +187,7 @@ def notebook_view(logdir: "str | os.PathLike", environ: Optional[MutableMapping[
         >>> view.show
         False
         >>> print(view.text)
-        %tensorboard --logdir logs shows TensorBoard below the cell.
-        not started here (TFWB_FAST=1): run %load_ext tensorboard, then %tensorboard --logdir logs
+        not started here (TFWB_FAST=1): run %load_ext tensorboard, then %tensorboard --logdir logs; it would show TensorBoard below that cell
     """
     path = os.fspath(logdir)
     can_show, text = _prepare(environ, program=program, has_proxy=has_proxy, in_colab=in_colab)
@@ -196,8 +195,8 @@ def notebook_view(logdir: "str | os.PathLike", environ: Optional[MutableMapping[
     if fast is None:
         fast = fast_mode()
     if can_show and fast:
-        return NotebookView(False, text + f"\nnot started here (TFWB_FAST=1): run %load_ext tensorboard, "
-                                          f"then %tensorboard --logdir {path}")
+        return NotebookView(False, f"not started here (TFWB_FAST=1): run %load_ext tensorboard, then "
+                                   f"%tensorboard --logdir {path}; it would show TensorBoard below that cell")
     return NotebookView(can_show, text)
 
 
