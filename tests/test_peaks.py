@@ -98,6 +98,18 @@ def test_measure_peak_measures_then_reads_the_cache(peak_module):
     assert entry["fingerprint"]["tensorflow"] and f"{p.device}|float32" in entry["peaks"]
 
 
+def test_a_quick_figure_is_cached_apart_and_never_stands_in_for_a_full_one(peak_module, monkeypatch):
+    measured = []
+    real = peak_module._measure
+    monkeypatch.setattr(peak_module, "_measure", lambda *a: measured.append(a[-1]) or real(*a))
+    quick = peak_module.measure_peak("float32", budget_s=0.1, quick=True)
+    again = peak_module.measure_peak("float32", budget_s=0.1, quick=True)          # another process: reused
+    assert not quick.cached and again.cached and measured == [0.1]
+    full = peak_module.measure_peak("float32", budget_s=0.2)                        # a full figure: measured
+    assert not full.cached and measured == [0.1, 0.2]
+    assert peak_module.measure_peak("float32", budget_s=0.1, quick=True).flops_per_s == full.flops_per_s
+
+
 def test_a_changed_fingerprint_is_measured_again(peak_module, monkeypatch):
     first = peak_module.measure_peak("float32", budget_s=0.2)
     real = peak_module.machine_fingerprint()

@@ -812,4 +812,4 @@ def test_the_peak_is_read_once_per_process(monkeypatch):
     first = train.limits(tiny(), tf.distribute.get_strategy(), model)
     again = train.limits(tiny(), tf.distribute.get_strategy(), model)
     assert len(calls) == 1 and first["peaks"] == again["peaks"]
-    assert calls[0][1]["cache"] is False and calls[0][1]["budget_s"] == train.FAST_PEAK_BUDGET_S   # TFWB_FAST=1
+    assert calls[0][1]["quick"] is True and calls[0][1]["budget_s"] == train.FAST_PEAK_BUDGET_S   # TFWB_FAST=1

@@ -33,6 +33,8 @@ CACHE_VERSION = 2     # 2: one matrix size per device for every dtype (entries o
 # and the run's config do not change what a matmul can do.
 MACHINE_KEYS = ("tensorflow", "platform", "cpu_model", "cpu_count", "environment", "gpus")
 MIN_N = 64
+#: Quick figures (``measure_peak(quick=True)``) are cached under their own slot.
+QUICK_SLOT = "|quick"
 # One size per device for every dtype, so the dtypes compare like for like. On a CPU, 512
 # (0.27 GFLOP per matmul) fits the budget even emulated, and measured higher than 1024 or
 # 2048 on a shared 2-core machine (the fastest call wins; shorter calls are interrupted less).
@@ -92,7 +94,7 @@ def _key(machine: Dict[str, Any]) -> str:
 
 
 def measure_peak(dtype: str = "float32", device: Optional[str] = None, *, budget_s: float = 1.5,
-                 cache: bool = True) -> Peak:
+                 cache: bool = True, quick: bool = False) -> Peak:
     """This machine's peak matmul FLOP/s in ``dtype`` on ``device``, measured or from the cache.
 
     Args:
@@ -102,6 +104,9 @@ def measure_peak(dtype: str = "float32", device: Optional[str] = None, *, budget
         budget_s: seconds the measurement may take, warm-up included (one timed call may
             overrun it); the three dtypes at the default 1.5 s stay under 5 s.
         cache: read and write ``cache_path()``; False measures every time and writes nothing.
+        quick: a short measurement (``TFWB_FAST=1``): the machine's full figure is used when
+            cached, else a quick one is measured and cached apart from the full figures (a
+            quick figure never stands in for a full one), so other processes reuse it.
 
     Returns:
         A ``Peak``; ``flops_per_s`` is None with a ``reason`` when it could not be measured
@@ -132,11 +137,13 @@ def measure_peak(dtype: str = "float32", device: Optional[str] = None, *, budget
         except Exception:  # a fingerprint that cannot be taken: measure, do not cache
             key = None
         found = _read_cache(key, slot) if key else None
+        if found is None and quick and key:
+            found = _read_cache(key, slot + QUICK_SLOT)
         if found is not None:
             return found
     peak = _measure(label, tf_device, kind, dtype, budget_s)
     if cache and key and peak.flops_per_s is not None:
-        _write_cache(key, slot, peak)
+        _write_cache(key, slot + (QUICK_SLOT if quick else ""), peak)
     return peak
 
 

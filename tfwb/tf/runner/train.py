@@ -45,8 +45,9 @@ model build, milliseconds) and this machine's peak in the run's compute dtype is
 from ``peak.measure_peak`` (a matmul benchmark cached per machine fingerprint: the first
 run on a machine pays up to ``PEAK_BUDGET_S`` per dtype, later runs read the cache; in
 one process each peak is read once). Under ``TFWB_FAST=1`` (tests, small chapters) the
-benchmark gets ``FAST_PEAK_BUDGET_S`` per dtype and is not written to the machine's
-cache, so a rough figure never stands in for the real one. The float32 peak is read too
+benchmark gets ``FAST_PEAK_BUDGET_S`` per dtype (``measure_peak(quick=True)``: the full
+figure when one is cached, else a quick one, cached apart so later processes reuse it and a
+rough figure never stands in for the real one). The float32 peak is read too
 (the bound of a mixed precision suggestion is a ratio to it), and on an accelerator the
 other half-precision dtype as well; a CPU is never suggested mixed precision, so its
 half-precision peaks are measured only for runs that use them. A cluster's workers do
@@ -569,13 +570,13 @@ def _is_default(strategy) -> bool:
 
 
 def _peak(dtype: str, device: str, fast: bool):
-    """``measure_peak`` once per process per (dtype, device); under TFWB_FAST short and not cached."""
+    """``measure_peak`` once per process per (dtype, device); under TFWB_FAST a quick one (cached apart)."""
     key = (dtype, device, fast)
     if key not in _PEAKS:
         from tfwb.tf.runner.peak import measure_peak   # lazy: only a run that measured steps reads a peak
 
         _PEAKS[key] = measure_peak(dtype, device, budget_s=FAST_PEAK_BUDGET_S if fast else PEAK_BUDGET_S,
-                                   cache=not fast)
+                                   quick=fast)
     return _PEAKS[key]
 
 
@@ -664,7 +665,7 @@ def limits(cfg: RunConfig, strategy, model, notes: Optional[List[str]] = None) -
     out["datasheet_flops_per_s"] = peaks[dtype]["datasheet"]
     out["datasheet_source"] = peaks[dtype]["source"]
     if fast and out["peak_flops_per_s"]:
-        out["peak_device"] = out.get("peak_device", "") + " (TFWB_FAST=1: a short benchmark, not cached)"
+        out["peak_device"] = out.get("peak_device", "") + " (TFWB_FAST=1: a short benchmark unless this machine's full one was cached)"
     return out
 
 
