@@ -5,10 +5,12 @@
    tfwb/conftest.py leaves out tfwb/tf and tfwb/ui where TensorFlow or the widgets are missing),
    in one pytest run over all cores.
 2. **Colab's versions** (``.venv-colab``, built here from tests/colab-constraints.txt): every
-   chapter under nbval, with the stand-in NVML of tests/standins/pynvml_t4 first on PYTHONPATH:
-   NVML sees a Tesla T4 that this CPU build of TensorFlow cannot use (the reader who installed
-   requirements.txt on a GPU machine), so every chapter proves it runs to its end, says so, and
-   states CPU expectations there (issue 17); on this GPU-less machine nothing else changes. Colab's GPU runtime (its published package list, 2026-08) has Python
+   chapter under nbval, with the stand-in NVML of tests/standins/pynvml_t4_mig first on PYTHONPATH:
+   NVML sees a Tesla T4 and an A100 MIG slice that this CPU build of TensorFlow cannot use (the
+   reader who installed requirements.txt on a GPU machine), and refuses the slice's utilization
+   (NVML on MIG and some vGPUs), so every chapter proves once that it runs to its end under both,
+   says so, and states CPU expectations there (issue 17); on this GPU-less machine nothing else
+   changes. Colab's GPU runtime (its published package list, 2026-08) has Python
    3.13, TensorFlow 2.20.0, Keras 3.13.2, numpy 2.1.3, ipywidgets 7.7.1 and protobuf 5.29.6;
    this leg has the same versions with the CPU build of that TensorFlow (``tensorflow-cpu``),
    on Python 3.13 where this machine has it (pyenv's, or ``python3.13`` on the PATH), else on
@@ -241,7 +243,7 @@ def main(argv: List[str]) -> int:
                               # importlib: tests/conftest.py and notebooks/conftest.py share a basename
                               + ["--import-mode=importlib", "--nbval-lax", "--nbval-current-env",
                                  "--nbval-cell-timeout=900", "notebooks"] + extra,
-                              _clean_env(PYTHONPATH=str(ROOT / "tests" / "standins" / "pynvml_t4")))
+                              _clean_env(PYTHONPATH=str(ROOT / "tests" / "standins" / "pynvml_t4_mig")))
     else:
         rcs.append(1)
     rcs.append(package.wait())

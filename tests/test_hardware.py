@@ -101,7 +101,7 @@ def test_describe_gpus_tpu_and_unknowns():
     assert hardware.describe(one_core) == "1 CPU core (AVX2, AMX), ? GiB RAM, no GPU, TPU, local"
     mixed = dict(BASE, cpu_flags=(), gpus=[{"name": "B", "memory_total_mib": None},
                                              {"name": "A", "memory_total_mib": None}])
-    assert hardware.describe(mixed) == "2 CPU cores (Intel Xeon), 24 GiB RAM, 2× A + B, local"
+    assert hardware.describe(mixed) == "2 CPU cores (Intel Xeon), 24 GiB RAM, B + A, local"
 
 
 def test_described_machines_are_machine_records():
@@ -271,3 +271,13 @@ def test_the_machine_record_round_trips_its_views():
     assert hardware.Machine.of(d) == m
     with pytest.raises(ValueError, match="gpus_from='pci' is not allowed"):
         hardware.Machine(gpus_from="pci")
+
+
+def test_a_machine_of_mixed_gpus_names_each_model_with_its_own_count():
+    from tfwb.hardware import Gpu, _gpu_label
+
+    t4 = Gpu(index=0, name="Tesla T4", memory_total_mib=15360)
+    a100 = Gpu(index=1, name="NVIDIA A100-SXM4-40GB", memory_total_mib=40960)
+    assert _gpu_label((t4, a100)) == "Tesla T4 + NVIDIA A100-SXM4-40GB"            # not "2× ..."
+    assert _gpu_label((t4, a100, a100)) == "Tesla T4 + 2× NVIDIA A100-SXM4-40GB"
+    assert _gpu_label((a100, a100)) == "2× NVIDIA A100-SXM4-40GB (40 GiB)"

@@ -5,11 +5,11 @@ CPU build; the chapter must run to its end and its first output must say that Te
 cannot use that GPU, and how to fix it. ``tests/standins/pynvml_mig``: an A100 MIG slice
 whose utilization NVML refuses; the chapter must run to its end all the same.
 
-The MIG test runs chapter 00 in small mode (``TFWB_FAST=1``) in a subprocess whose kernel
-inherits PYTHONPATH (marked ``slow``: one chapter-00 run). Every chapter already runs under the
-T4 stand-in in the test command (tests/run_all.py's chapters leg puts it first on PYTHONPATH),
-so the T4 test here only runs chapter 00's setup cell (``tfwb.chapter("00")``) and reads what
-it prints: each thing once.
+Every chapter runs to its end under ``tests/standins/pynvml_t4_mig`` (both at once: a T4 and a
+MIG slice whose utilization NVML refuses) in the test command (tests/run_all.py's chapters leg
+puts it first on PYTHONPATH), so the tests here only run chapter 00's setup cell
+(``tfwb.chapter("00")``) under each stand-in and read what it prints: each thing once.
+``run_chapter`` runs a whole chapter under one stand-in by hand (``TFWB_STANDIN_CHAPTERS=1``).
 """
 from __future__ import annotations
 
@@ -60,6 +60,19 @@ def test_chapter_00_on_a_t4_that_tensorflow_cannot_use():
     assert 'pip install "tensorflow[and-cuda]"' in first
 
 
-def test_chapter_00_on_a_mig_slice_without_utilization(tmp_path):
-    first = run_chapter("pynvml_mig", tmp_path)
+def test_chapter_00_setup_on_a_mig_slice_without_utilization():
+    first = setup_output("pynvml_mig")
     assert "NVIDIA A100-SXM4-40GB seen by NVML but not usable by TensorFlow" in first
+
+
+def test_chapter_00_setup_on_both_at_once_names_each_gpu_once():
+    first = setup_output("pynvml_t4_mig")
+    assert "Tesla T4 + NVIDIA A100-SXM4-40GB seen by NVML but not usable by TensorFlow" in first
+    assert "2×" not in first
+
+
+@pytest.mark.skipif(os.environ.get("TFWB_STANDIN_CHAPTERS") != "1",
+                    reason="the chapters leg of the test command runs every chapter under pynvml_t4_mig")
+@pytest.mark.parametrize("standin", ["pynvml_t4", "pynvml_mig"])
+def test_chapter_00_runs_to_its_end_under_one_stand_in(standin, tmp_path):
+    assert "seen by NVML but not usable by TensorFlow" in run_chapter(standin, tmp_path)

@@ -500,10 +500,12 @@ def describe(hw: MachineLike) -> str:
 def _gpu_label(gpus: Tuple[Gpu, ...]) -> str:
     names = [g.name or "unknown GPU" for g in gpus]
     first = names[0]
-    label = first if all(n == first for n in names) else " + ".join(sorted(set(names)))
+    if any(n != first for n in names):      # mixed models: each with its own count, memory left out
+        counts = {n: names.count(n) for n in dict.fromkeys(names)}
+        return " + ".join(f"{c}× {n}" if c > 1 else n for n, c in counts.items())
     mem = gpus[0].memory_total_mib
     count = f"{len(gpus)}× " if len(gpus) > 1 else ""
-    return f"{count}{label}" + (f" ({_gib(mem)})" if mem else "")
+    return f"{count}{first}" + (f" ({_gib(mem)})" if mem else "")
 
 
 # -- what TensorFlow can use --------------------------------------------------------------

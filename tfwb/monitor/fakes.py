@@ -133,7 +133,7 @@ class FakeNvml:
 
 #: The named scenarios of ``fake_nvml``.
 SCENARIOS = ("no driver", "no GPU", "two healthy GPUs", "one GPU failing", "one Tesla T4",
-             "A100 MIG slice")
+             "A100 MIG slice", "Tesla T4 and A100 MIG slice")
 
 
 def fake_nvml(scenario: str) -> FakeNvml:
@@ -146,7 +146,9 @@ def fake_nvml(scenario: str) -> FakeNvml:
             (the same two, but the second refuses utilization and compute capability),
             ``"one Tesla T4"`` (Colab's free GPU: 15360 MiB, compute capability 7.5, 0 %
             busy, bus 0000:00:04.0) or ``"A100 MIG slice"`` (an A100 in MIG mode, whose
-            utilization NVML refuses with NotSupported, as it does for MIG and some vGPUs).
+            utilization NVML refuses with NotSupported, as it does for MIG and some vGPUs), or
+            ``"Tesla T4 and A100 MIG slice"`` (both at once: the test command runs every
+            chapter once under it, so each of the two situations is proven by one run).
 
     Raises:
         ValueError: an unknown scenario name.
@@ -167,14 +169,16 @@ def fake_nvml(scenario: str) -> FakeNvml:
         return FakeNvml()
     if scenario == "two healthy GPUs":
         return FakeNvml(healthy)
+    t4 = {"name": "Tesla T4", "util_pct": 0, "mem_used_mib": 0, "mem_total_mib": 15360,
+          "compute_capability": (7, 5), "pci_bus_id": "00000000:00:04.0"}
+    mig = {"name": "NVIDIA A100-SXM4-40GB", "mem_used_mib": 13, "mem_total_mib": 40960,
+           "compute_capability": (8, 0), "pci_bus_id": "00000000:00:05.0", "refuse": {"util"}}
     if scenario == "one Tesla T4":
-        return FakeNvml([{"name": "Tesla T4", "util_pct": 0, "mem_used_mib": 0, "mem_total_mib": 15360,
-                          "compute_capability": (7, 5), "pci_bus_id": "00000000:00:04.0"}],
-                        driver="550.54.15")
+        return FakeNvml([t4], driver="550.54.15")
     if scenario == "A100 MIG slice":
-        return FakeNvml([{"name": "NVIDIA A100-SXM4-40GB", "mem_used_mib": 13, "mem_total_mib": 40960,
-                          "compute_capability": (8, 0), "pci_bus_id": "00000000:00:05.0",
-                          "refuse": {"util"}}], driver="550.54.15")
+        return FakeNvml([mig], driver="550.54.15")
+    if scenario == "Tesla T4 and A100 MIG slice":
+        return FakeNvml([t4, mig], driver="550.54.15")
     if scenario == "one GPU failing":
         healthy[1]["refuse"] = {"util", "cc"}
         return FakeNvml(healthy)
