@@ -33,8 +33,10 @@ def test_chapter_sets_up_devices_size_and_machine_and_says_so(monkeypatch):
 
     assert ch.cpu_devices == len(tf.config.list_logical_devices("CPU"))
     lines = str(ch).splitlines()
-    assert lines[:3] == ["02 · Graphs: tf.function, retracing, XLA", hardware.describe(ch.hw), str(ch.size)]
-    assert (len(lines) == 4 and f"{ch.cpu_devices} logical CPU devices" in lines[3]) == (not ch.has_gpu)
+    assert lines[:4] == ["02 · Graphs: tf.function, retracing, XLA", hardware.describe(ch.hw), str(ch.size),
+                         ch.size.expected]                               # the chapter's expected run time
+    assert ch.size.expected.startswith("expected run time: about 42 s in small mode")   # book.CHAPTER_TIMES
+    assert (len(lines) == 5 and f"{ch.cpu_devices} logical CPU devices" in lines[4]) == (not ch.has_gpu)
 
 
 def test_done_says_how_long_since_setup_in_which_mode_on_which_machine(monkeypatch):

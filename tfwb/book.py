@@ -91,8 +91,19 @@ class ChapterTime:
         return self.full_s * step_s / self.step_s
 
 
-#: Each chapter's measured time (``benchmarks/chapter_times.py`` writes the figures; None: not measured).
-CHAPTER_TIMES: Mapping[str, Optional[ChapterTime]] = {}
+#: Each chapter's measured time (``benchmarks/chapter_times.py``; results/chapter_times.md). Measured
+#: 2026-11-26 on the 2-core build machine with other work beside each run (the full-size step read
+#: 0.33-1.02 s there against 0.18 s quiet; the estimate scales by the step measured in the same run).
+_BUILD = "a 2-core AMD EPYC (AVX-512) build machine"
+CHAPTER_TIMES: Mapping[str, Optional[ChapterTime]] = {
+    "00": ChapterTime(522.0, 62.0, 0.63, _BUILD),
+    "01": ChapterTime(976.0, 128.0, 0.34, _BUILD),
+    "02": ChapterTime(74.0, 42.0, 0.33, _BUILD),
+    "04": ChapterTime(288.0, 46.0, 0.38, _BUILD),
+    "05": ChapterTime(60.0, 20.0, 1.02, _BUILD),
+    "06": ChapterTime(286.0, 29.0, 0.66, _BUILD),
+    "08": ChapterTime(561.0, 80.0, 0.68, _BUILD),
+}
 
 
 def chapter_time(number: Union[str, int]) -> Optional[ChapterTime]:
