@@ -56,10 +56,6 @@ pytestmark = [
 
 NOTEBOOK = "monitor_smoke.ipynb"
 TOKEN = "tfwb-ui-frontends"
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-]
 NOTEBOOK_VERSION = "7.6.5"              # matches .venv's jupyterlab 4.6 (and .venv-colab's notebook)
 LAB3_PINS = ["jupyterlab==3.6.8", "jupyterlab_widgets==1.1.11"]
 SERVER_START_TIMEOUT_S = 120
@@ -262,16 +258,7 @@ class Server:
             self.proc.wait(10)
 
 
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+# ``browser``: the module-scoped headless Chromium of tests/ui/conftest.py.
 
 
 @pytest.mark.parametrize("frontend", list(FRONTENDS))
