@@ -360,7 +360,7 @@ def test_amdahl():
     (1.9, 1.7, 0.0, "bound 1.9x, measured 1.7x (89 % of the bound)"),
     (1.9, 1.97, 0.05, "bound 1.9x, measured 2.0x (104 % of the bound)"),        # above, within noise
     (None, 1.3, 0.05, "bound unknown, measured 1.3x"),
-    (2.0, 0.8, 0.05, "bound 2.0x, measured 0.80x (40 % of the bound)"),
+    (2.0, 0.8, 0.05, "bound 2.0x, measured 1.2x slower: none of the gain"),
 ])
 def test_score_bound(b, measured, noise, text):
     assert score_bound(b, measured, noise) == text

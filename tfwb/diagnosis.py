@@ -358,6 +358,8 @@ def score_bound(bound: Optional[float], measured_speedup: float, noise: float = 
     Example:
         >>> score_bound(1.9, 1.7)
         'bound 1.9x, measured 1.7x (89 % of the bound)'
+        >>> score_bound(1.11, 0.82)
+        'bound 1.11x, measured 1.2x slower: none of the gain'
         >>> score_bound(1.5, 2.0, noise=0.1)
         'measured 2.0x is above its bound 1.5x beyond noise (+-10 %): the bound or the measurement is wrong'
         >>> score_bound(1.5, 2.0, noise=0.1, strict=False)
@@ -380,6 +382,8 @@ def score_bound(bound: Optional[float], measured_speedup: float, noise: float = 
                 "the bound or the measurement is wrong")
     if math.isinf(bound):
         return f"no bound, measured {measured}"
+    if measured_speedup < 1.0:          # a slowdown is no share of a gain
+        return f"bound {_x(bound)}, measured {_x(1.0 / measured_speedup)} slower: none of the gain"
     return f"bound {_x(bound)}, measured {measured} ({100 * measured_speedup / bound:.0f} % of the bound)"
 
 
