@@ -99,6 +99,10 @@ CHAPTER_TIMES: Mapping[str, Optional[ChapterTime]] = {
     "00": ChapterTime(522.0, 62.0, 0.63, _BUILD),
     "01": ChapterTime(976.0, 128.0, 0.34, _BUILD),
     "02": ChapterTime(74.0, 42.0, 0.33, _BUILD),
+    # 03: a lower bound: the full-size run was stopped after 1100 s (its float16 runs are emulated on a
+    # CPU, and the test command ran beside it); the step is this machine's quiet one, so every CPU of this
+    # class picks small for chapter 03, while a GPU's millisecond step still picks full.
+    "03": ChapterTime(1100.0, 38.0, 0.18, _BUILD),
     "04": ChapterTime(288.0, 46.0, 0.38, _BUILD),
     "05": ChapterTime(60.0, 20.0, 1.02, _BUILD),
     "06": ChapterTime(286.0, 29.0, 0.66, _BUILD),
