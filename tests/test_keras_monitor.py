@@ -145,3 +145,12 @@ def test_the_chart_is_an_image_widget_redrawn_during_fit_and_final_after_it(monk
     assert draws[-1][1] and view.status.value == mon.result.summary()
     assert bytes(view.image.value).startswith(b"\x89PNG")
     assert "VBox" in capsys.readouterr().out          # display() outside a kernel prints the widget's repr
+
+
+def test_a_fit_reports_its_model_flops_and_mfu_as_workbench_runs_do():
+    mon = Monitor(charts=False, warmup_steps=1)
+    model().fit(data(), epochs=2, verbose=0, callbacks=[mon])
+    r = mon.result
+    assert r.model_flops_per_step and r.model_flops_per_step > 0 and not r.flops_uncounted
+    assert r.mfu is None or r.mfu > 0
+    assert r.mfu_text().startswith("MFU")
