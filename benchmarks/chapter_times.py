@@ -112,11 +112,13 @@ def main(argv=None) -> dict:
     path.write_text(json.dumps(result, indent=2) + "\n")
     lines = ["# Chapter times: first cell to last, `jupyter nbconvert --execute`", "",
              f"Command: `{result['command']}` (each row keeps the machine and date of its own run).", "",
-             "| chapter | mode | wall | size chosen | full-size step | ok | machine | date |",
-             "|---|---|---:|---|---:|---|---|---|"]
+             "| chapter | mode | wall | size chosen | full-size step | ok | slowest cells (index: s) | machine | date |",
+             "|---|---|---:|---|---:|---|---|---|---|"]
     for r in runs:
+        slow = "; ".join(f"{i}: {s:.0f} s" for i, s, *_ in (r.get("slowest_cells") or [])[:3])
         lines.append(f"| {r['chapter']} | {r['mode']} | {r['wall_s']:.0f} s | {r['size_chosen']} | "
-                     f"{r['step_s'] if r['step_s'] is not None else '—'} | {r['ok']} | {r['machine']} | {r['date']} |")
+                     f"{r['step_s'] if r['step_s'] is not None else '—'} | {r['ok']} | {slow or '—'} | "
+                     f"{r['machine']} | {r['date']} |")
     path.with_suffix(".md").write_text("\n".join(lines) + "\n")
     by = {(r["chapter"], r["mode"]): r for r in runs}
     print("\nCHAPTER_TIMES entries (tfwb/book.py):")

@@ -197,7 +197,10 @@ def ensure_colab_venv(refresh: bool = False) -> Optional[Path]:
     subprocess.run([python, "-m", "venv", str(COLAB_VENV)], check=True, timeout=300)
     pins = COLAB_VENV / "constraints.txt"
     pins.write_text(constraints, encoding="utf-8")
-    proc = subprocess.run([str(venv_python), "-m", "pip", "install", "-q", "-c", str(pins), *COLAB_PACKAGES],
+    # --no-compile: Python compiles the modules a test imports when it imports them; compiling all of
+    # TensorFlow's files up front cost CPU time the chapters' leg needs.
+    proc = subprocess.run([str(venv_python), "-m", "pip", "install", "-q", "--no-compile", "-c", str(pins),
+                           *COLAB_PACKAGES],
                           cwd=ROOT, env=_clean_env(), timeout=3600)
     if proc.returncode != 0:
         print(f"run_all: building {COLAB_VENV.name} failed (pip exit {proc.returncode})", flush=True)

@@ -242,8 +242,10 @@ def make_venv(python: str, where: Path) -> Path:
 
 
 def pip_install(venv_python: Path, args: list, *, cwd: Path) -> float:
+    """pip install ``args``; ``--no-compile``: the probe compiles what it imports, the rest of TensorFlow's
+    files need no bytecode here (repo2docker compiles; that changes no resolution or file)."""
     t0 = time.perf_counter()
-    proc = subprocess.run([str(venv_python), "-m", "pip", "install", "-q", *args], cwd=cwd,
+    proc = subprocess.run([str(venv_python), "-m", "pip", "install", "-q", "--no-compile", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, env=_clean_env())
     if proc.returncode != 0:
         pytest.fail(f"pip install {' '.join(args)} failed (exit {proc.returncode}):\n"
