@@ -148,3 +148,30 @@ def browser():
 def artifacts_dir() -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     return ARTIFACTS
+
+
+class LabScripts:
+    """Page scripts the Monitor's browser tests share (``page.evaluate`` runs them in JupyterLab's page)."""
+
+    #: ``(path)``: the notebook at ``path`` is the current widget, its kernel idle and its cells rendered.
+    READY = """(path) => {
+  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  if (!w || !w.context || w.context.path !== path || !w.sessionContext) return false;
+  const k = w.sessionContext.session && w.sessionContext.session.kernel;
+  return !!k && w.sessionContext.kernelDisplayStatus === 'idle' && w.content.widgets.length > 0;
+}"""
+    RUN_ALL = """() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); return true; }"""
+    #: ``()``: every error output of the current notebook, as "cell N: Name: value".
+    ERRORS = """() => {
+  const w = window.jupyterapp.shell.currentWidget;
+  const out = [];
+  w.content.widgets.forEach((c, i) => c.model.type === 'code' && c.model.outputs.toJSON().forEach(o => {
+    if (o.output_type === 'error') out.push(`cell ${i}: ${o.ename}: ${o.evalue}`); }));
+  return out;
+}"""
+
+
+@pytest.fixture(scope="session")
+def lab_js() -> LabScripts:
+    """The shared page scripts (``LabScripts``)."""
+    return LabScripts()

@@ -180,8 +180,6 @@ def test_run_all_then_drive_the_workbench(lab, browser, artifacts_dir, notebook,
 
 
 def _run_all_then_drive_the_workbench(lab, browser, artifacts_dir, notebook):
-    from playwright.sync_api import expect
-
     slug = _slug(notebook)
 
     def shot(step: str, element=None) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import re
 import time
-from pathlib import Path
 
 import pytest
 
@@ -36,23 +35,9 @@ KERNEL_IDLE_TIMEOUT_MS = 180_000
 CHART_TIMEOUT_MS = 180_000              # kernel start, TF import and the first window on a busy machine
 UI_TIMEOUT_MS = 60_000
 
-JS_READY = """(path) => {
-  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-  if (!w || !w.context || w.context.path !== path || !w.sessionContext) return false;
-  const k = w.sessionContext.session && w.sessionContext.session.kernel;
-  return !!k && w.sessionContext.kernelDisplayStatus === 'idle' && w.content.widgets.length > 0;
-}"""
-JS_RUN_ALL = """() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); return true; }"""
-JS_ERRORS = """(path) => {
-  const w = window.jupyterapp.shell.currentWidget;
-  const out = [];
-  w.content.widgets.forEach((c, i) => c.model.type === 'code' && c.model.outputs.toJSON().forEach(o => {
-    if (o.output_type === 'error') out.push(`cell ${i}: ${o.ename}: ${o.evalue}`); }));
-  return out;
-}"""
 
 
-def test_the_monitor_chart_appears_and_is_redrawn_during_fit(lab, browser, artifacts_dir):
+def test_the_monitor_chart_appears_and_is_redrawn_during_fit(lab, browser, artifacts_dir, lab_js):
     from playwright.sync_api import expect
 
     context = browser.new_context(viewport={"width": 1400, "height": 1100})
@@ -60,8 +45,8 @@ def test_the_monitor_chart_appears_and_is_redrawn_during_fit(lab, browser, artif
     t0 = time.perf_counter()
     try:
         page.goto(lab.url(f"lab/tree/{NOTEBOOK}"))
-        page.wait_for_function(JS_READY, arg=NOTEBOOK, timeout=KERNEL_IDLE_TIMEOUT_MS)
-        page.evaluate(JS_RUN_ALL)
+        page.wait_for_function(lab_js.READY, arg=NOTEBOOK, timeout=KERNEL_IDLE_TIMEOUT_MS)
+        page.evaluate(lab_js.RUN_ALL)
         chart = page.locator(".jp-OutputArea-output .widget-vbox img.widget-image")
         status = page.locator(".jp-OutputArea-output .widget-vbox .widget-html")
         expect(chart.first).to_have_attribute("src", re.compile(r"^blob:|^data:"), timeout=CHART_TIMEOUT_MS)
@@ -77,7 +62,7 @@ def test_the_monitor_chart_appears_and_is_redrawn_during_fit(lab, browser, artif
         expect(status.first).to_contain_text(re.compile(r"browser: median step .* ms"), timeout=UI_TIMEOUT_MS)
         box = chart.first.bounding_box()
         assert box and box["width"] > 200 and box["height"] > 100, box
-        assert page.evaluate(JS_ERRORS, NOTEBOOK) == []
+        assert page.evaluate(lab_js.ERRORS) == []
         chart.first.scroll_into_view_if_needed()
         page.screenshot(path=str(artifacts_dir / "monitor-after.png"))
         print(f"\n[ui] monitor: chart after {t_chart:.1f} s, fit done after {time.perf_counter() - t0:.1f} s",

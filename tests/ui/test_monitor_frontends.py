@@ -68,20 +68,6 @@ SETTINGS = {
     "apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
 }
 
-JS_READY = """(path) => {
-  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-  if (!w || !w.context || w.context.path !== path || !w.sessionContext) return false;
-  const k = w.sessionContext.session && w.sessionContext.session.kernel;
-  return !!k && w.sessionContext.kernelDisplayStatus === 'idle' && w.content.widgets.length > 0;
-}"""
-JS_RUN_ALL = """() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); return true; }"""
-JS_ERRORS = """() => {
-  const w = window.jupyterapp.shell.currentWidget;
-  const out = [];
-  w.content.widgets.forEach((c, i) => c.model.type === 'code' && c.model.outputs.toJSON().forEach(o => {
-    if (o.output_type === 'error') out.push(`cell ${i}: ${o.ename}: ${o.evalue}`); }));
-  return out;
-}"""
 JS_WATCH_SRC = """(img) => {
   window.__tfwbPictures = img.naturalWidth > 0 ? 1 : 0;
   const seen = new Set([img.src]);
@@ -262,7 +248,7 @@ class Server:
 
 
 @pytest.mark.parametrize("frontend", list(FRONTENDS))
-def test_the_monitor_chart_is_redrawn_in_place(frontend, browser, tmp_path):
+def test_the_monitor_chart_is_redrawn_in_place(frontend, browser, tmp_path, lab_js):
     from playwright.sync_api import expect
 
     artifacts = ROOT / "artifacts" / "ui"
@@ -275,9 +261,9 @@ def test_the_monitor_chart_is_redrawn_in_place(frontend, browser, tmp_path):
     t0 = time.perf_counter()
     try:
         page.goto(server.url())
-        page.wait_for_function(JS_READY, arg=NOTEBOOK, timeout=KERNEL_IDLE_TIMEOUT_MS)
+        page.wait_for_function(lab_js.READY, arg=NOTEBOOK, timeout=KERNEL_IDLE_TIMEOUT_MS)
         app = page.evaluate(JS_VERSIONS)["app"]
-        page.evaluate(JS_RUN_ALL)
+        page.evaluate(lab_js.RUN_ALL)
         chart = page.locator(".jp-OutputArea-output .widget-vbox img.widget-image")
         status = page.locator(".jp-OutputArea-output .widget-vbox .widget-html")
         expect(chart.first).to_have_attribute("src", re.compile(r"^blob:|^data:"), timeout=CHART_TIMEOUT_MS)
@@ -296,7 +282,7 @@ def test_the_monitor_chart_is_redrawn_in_place(frontend, browser, tmp_path):
         assert box and box["width"] > 200 and box["height"] > 100, box
         size = page.evaluate("(img) => [img.naturalWidth, img.naturalHeight]", chart.first.element_handle())
         assert size[0] > 200 and size[1] > 100, f"the chart image does not decode: natural size {size}"
-        assert page.evaluate(JS_ERRORS) == []
+        assert page.evaluate(lab_js.ERRORS) == []
         pictures = page.evaluate("() => window.__tfwbPictures")
         chart.first.scroll_into_view_if_needed()
         page.screenshot(path=str(artifacts / f"monitor-{frontend}-after.png"))
