@@ -84,6 +84,31 @@ def run_chapter(chapter: book.Chapter, mode: str, timeout_s: int) -> dict:
             "error": None if proc.returncode == 0 else proc.stderr[-2000:]}
 
 
+def write(runs: list, path: Path, command: str) -> dict:
+    """Write ``runs`` to ``path`` (JSON) and its ``.md`` table; print the ``CHAPTER_TIMES`` entries they give."""
+    runs.sort(key=lambda r: (r["chapter"], r["mode"]))
+    result = {"benchmark": "chapter times", "command": command, "runs": runs}
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    lines = ["# Chapter times: first cell to last, `jupyter nbconvert --execute`", "",
+             f"Command: `{result['command']}` (each row keeps the machine and date of its own run).", "",
+             "| chapter | mode | wall | size chosen | full-size step | ok | slowest cells (index: s) | machine | date |",
+             "|---|---|---:|---|---:|---|---|---|---|"]
+    for r in runs:
+        slow = "; ".join(f"{i}: {s:.0f} s" for i, s, *_ in (r.get("slowest_cells") or [])[:3])
+        lines.append(f"| {r['chapter']} | {r['mode']} | {r['wall_s']:.0f} s | {r['size_chosen']} | "
+                     f"{r['step_s'] if r['step_s'] is not None else '—'} | {r['ok']} | {slow or '—'} | "
+                     f"{r['machine']} | {r['date']} |")
+    path.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    by = {(r["chapter"], r["mode"]): r for r in runs}
+    print("\nCHAPTER_TIMES entries (tfwb/book.py):")
+    for c in book.CHAPTERS:
+        full, small = by.get((c.number, "full")), by.get((c.number, "small"))
+        if full and small and full["ok"] and small["ok"] and full["size_chosen"] == "full" and full["step_s"]:
+            print(f'    "{c.number}": ChapterTime({full["wall_s"]}, {small["wall_s"]}, {full["step_s"]}, '
+                  f'{full["machine"]!r}),')
+    return result
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mode", default="both", choices=("small", "full", "both"))
@@ -106,27 +131,8 @@ def main(argv=None) -> dict:
             runs.append(r)
             print(f"chapter {r['chapter']} {mode}: {r['wall_s']:.0f} s, ok={r['ok']}, size chosen "
                   f"{r['size_chosen']}, full-size step {r['step_s']}", flush=True)
-    runs.sort(key=lambda r: (r["chapter"], r["mode"]))
-    result = {"benchmark": "chapter times", "command": "python benchmarks/chapter_times.py " +
-              " ".join(argv if argv is not None else sys.argv[1:]), "runs": runs}
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    lines = ["# Chapter times: first cell to last, `jupyter nbconvert --execute`", "",
-             f"Command: `{result['command']}` (each row keeps the machine and date of its own run).", "",
-             "| chapter | mode | wall | size chosen | full-size step | ok | slowest cells (index: s) | machine | date |",
-             "|---|---|---:|---|---:|---|---|---|---|"]
-    for r in runs:
-        slow = "; ".join(f"{i}: {s:.0f} s" for i, s, *_ in (r.get("slowest_cells") or [])[:3])
-        lines.append(f"| {r['chapter']} | {r['mode']} | {r['wall_s']:.0f} s | {r['size_chosen']} | "
-                     f"{r['step_s'] if r['step_s'] is not None else '—'} | {r['ok']} | {slow or '—'} | "
-                     f"{r['machine']} | {r['date']} |")
-    path.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    by = {(r["chapter"], r["mode"]): r for r in runs}
-    print("\nCHAPTER_TIMES entries (tfwb/book.py):")
-    for c in book.CHAPTERS:
-        full, small = by.get((c.number, "full")), by.get((c.number, "small"))
-        if full and small and full["ok"] and small["ok"] and full["size_chosen"] == "full" and full["step_s"]:
-            print(f'    "{c.number}": ChapterTime({full["wall_s"]}, {small["wall_s"]}, {full["step_s"]}, '
-                  f'{full["machine"]!r}),')
+    result = write(runs, path, "python benchmarks/chapter_times.py " +
+                   " ".join(argv if argv is not None else sys.argv[1:]))
     return result
 
 

@@ -91,22 +91,21 @@ class ChapterTime:
         return self.full_s * step_s / self.step_s
 
 
-#: Each chapter's measured time (``benchmarks/chapter_times.py``; results/chapter_times.md). Measured
-#: 2026-11-26 on the 2-core build machine with other work beside each run (the full-size step read
-#: 0.33-1.02 s there against 0.18 s quiet; the estimate scales by the step measured in the same run).
+#: Each chapter's measured time (``benchmarks/chapter_times.py``; results/chapter_times.md), measured
+#: 2026-11-26 one chapter at a time on the 2-core build machine with nothing else running (its full-size
+#: step read 0.30-0.34 s in those runs). Chapter 03's float16 runs are emulated on that CPU (2.5 s a
+#: full-size step against float32's 1.3 s), which is most of its 392 s.
 _BUILD = "a 2-core AMD EPYC (AVX-512) build machine"
 CHAPTER_TIMES: Mapping[str, Optional[ChapterTime]] = {
-    "00": ChapterTime(522.0, 62.0, 0.63, _BUILD),
-    "01": ChapterTime(976.0, 128.0, 0.34, _BUILD),
-    "02": ChapterTime(74.0, 42.0, 0.33, _BUILD),
-    # 03: a lower bound: the full-size run was stopped after 1100 s (its float16 runs are emulated on a
-    # CPU, and the test command ran beside it); the step is this machine's quiet one, so every CPU of this
-    # class picks small for chapter 03, while a GPU's millisecond step still picks full.
-    "03": ChapterTime(1100.0, 38.0, 0.18, _BUILD),
-    "04": ChapterTime(288.0, 46.0, 0.38, _BUILD),
-    "05": ChapterTime(60.0, 20.0, 1.02, _BUILD),
-    "06": ChapterTime(286.0, 29.0, 0.66, _BUILD),
-    "08": ChapterTime(561.0, 80.0, 0.68, _BUILD),
+    "00": ChapterTime(403.0, 55.0, 0.32, _BUILD),
+    "01": ChapterTime(557.0, 114.0, 0.32, _BUILD),
+    "02": ChapterTime(70.0, 38.0, 0.34, _BUILD),
+    "03": ChapterTime(392.0, 39.0, 0.32, _BUILD),
+    "04": ChapterTime(189.0, 48.0, 0.31, _BUILD),
+    "05": ChapterTime(37.0, 21.0, 0.31, _BUILD),
+    "06": ChapterTime(140.0, 26.0, 0.30, _BUILD),
+    "07": ChapterTime(78.0, 40.0, 0.31, _BUILD),
+    "08": ChapterTime(237.0, 54.0, 0.31, _BUILD),
 }
 
 
