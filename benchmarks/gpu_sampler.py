@@ -1,8 +1,8 @@
-"""Does tfwb.monitor.Sampler read what a GPU really does? A check against known loads.
+"""Does tfwb.utilization.Sampler read what a GPU really does? A check against known loads.
 
 Runs without TensorFlow: a PyTorch matmul loop keeps the GPU busy for a known share of
 each window (100 %, 50 %, 20 %, 0 %), then known blocks of GPU memory are allocated, while
-``tfwb.monitor.Sampler`` samples in the background. Reports, per level, the median NVML
+``tfwb.utilization.Sampler`` samples in the background. Reports, per level, the median NVML
 utilization against the intended duty (and the loop's own measured busy share), memory
 deltas against allocations, and what one sampler tick costs on this machine.
 
@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # nvml_fakes
 
 from tfwb import hardware  # noqa: E402 - pure: no TensorFlow
-from tfwb.monitor import NvmlProbe, PsutilProbe, Sampler, default_probes, driver_version, gpu_info, nvml_available
-from tfwb.monitor.fakes import FakeProbe  # noqa: E402 - the --dry-run stand-in for NVML
+from tfwb.utilization import NvmlProbe, PsutilProbe, Sampler, default_probes, driver_version, gpu_info, nvml_available
+from nvml_fakes import FakeProbe  # noqa: E402 - the --dry-run stand-in for NVML
 from tfwb.records import Sample  # noqa: E402
 
 DUTIES = (1.0, 0.5, 0.2, 0.0)

@@ -1,7 +1,7 @@
 """Two GPUs: does the sampler keep them apart, and does the chart draw one labelled series each?
 
 Runs without TensorFlow. A PyTorch matmul load runs in three phases while
-``tfwb.monitor.Sampler`` samples every GPU through NVML in the background:
+``tfwb.utilization.Sampler`` samples every GPU through NVML in the background:
 
 1. GPU 0 busy all the time, GPU 1 idle;
 2. GPU 0 busy half of each 0.1 s window, GPU 1 idle;
@@ -31,13 +31,14 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # nvml_fakes
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpu_sampler import FakeLoad, TorchLoad, median_or_none, run_duty, window  # noqa: E402
 from tfwb import hardware  # noqa: E402 - pure: no TensorFlow
 from tfwb.config import RunConfig  # noqa: E402
-from tfwb.monitor import NvmlProbe, PsutilProbe, Sampler, driver_version, gpu_info, nvml_available  # noqa: E402
-from tfwb.monitor.fakes import FakeProbe  # noqa: E402
+from tfwb.utilization import NvmlProbe, PsutilProbe, Sampler, driver_version, gpu_info, nvml_available  # noqa: E402
+from nvml_fakes import FakeProbe  # noqa: E402
 from tfwb.records import RunResult  # noqa: E402
 
 #: (name, duty on GPU 0, duty on GPU 1)

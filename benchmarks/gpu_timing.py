@@ -4,16 +4,15 @@ The GPU machines lent to this project have no TensorFlow (its CUDA 12 libraries 
 run's upload), so this drives tfwb's own code with a JAX-compiled training step, the closest
 analogue of a ``tf.function`` step (asynchronous dispatch, one compiled program per call):
 
-1. **Windowed vs per-step timing.** ``tfwb.tf.runner.train``'s ``_windowed`` and ``_per_step``
-   loops (the code ``tfwb.run`` times every step with), taken from the module's source because
-   importing the module imports TensorFlow. Their only TensorFlow use, ``_read``'s ``tf.stack``
-   (one device-to-host copy for a window's losses on an accelerator), becomes ``jnp.stack``;
+1. **Windowed vs per-step timing.** ``tfwb.timing``'s ``windowed_loop`` and ``per_step_loop``
+   (the code ``tfwb.run`` and ``tfwb.keras.Monitor`` time every step with; TensorFlow-free, so
+   imported here as it is). The runner's ``read`` (``tfwb.tf.runner.train._read``: ``tf.stack``,
+   one device-to-host copy for a window's losses on an accelerator) becomes ``jnp.stack``;
    a second windowed variant reads the losses one by one (what ``_read`` does on a CPU), to
    show what that one copy is worth. For MLPs of three widths (steps of about 0.1 ms to a few ms on an H100), it
    compares the throughput each mode reports with the true one: a bare loop that dispatches
    every step and waits once at the end.
-2. **PCI bus ids.** ``tfwb.tf.runner.devices._cuda_pci_bus_ids`` (CUDA driver, ctypes), also
-   taken from the source, against NVML's (``tfwb.nvml.gpu_info``), matched by
+2. **PCI bus ids.** ``tfwb.hardware.cuda_pci_bus_ids`` (CUDA driver, ctypes) against NVML's (``tfwb.nvml.gpu_info``), matched by
    ``tfwb.hardware.match_gpus``; and whether asking the driver made this process hold GPU
    memory (it must not: no CUDA context).
 
@@ -23,7 +22,6 @@ Usage (on the GPU machine): ``python benchmarks/gpu_timing.py --out DIR``; write
 from __future__ import annotations
 
 import argparse
-import ast
 import datetime as dt
 import json
 import math
@@ -34,35 +32,17 @@ import sys
 import time
 import types
 from pathlib import Path
-from typing import Any, Callable, Dict, List
+from typing import Any, Dict, List
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tfwb import hardware, nvml  # noqa: E402
+from tfwb import hardware, nvml, timing  # noqa: E402
 from tfwb.observers import StepLog  # noqa: E402
 
 WIDTHS = (256, 1024, 4096)
 BATCH = 256
 DEPTH = 4
-
-
-def functions_from(path: Path, names: List[str], namespace: Dict[str, Any]) -> Dict[str, Any]:
-    """Define the top-level functions ``names`` of ``path`` in ``namespace`` (without importing it)."""
-    tree = ast.parse(path.read_text())
-    chosen = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in names]
-    missing = set(names) - {n.name for n in chosen}
-    if missing:
-        raise SystemExit(f"{path}: no function(s) {sorted(missing)}")
-    exec(compile(ast.Module(body=chosen, type_ignores=[]), str(path), "exec"), namespace)
-    return namespace
-
-
-def timing_loops() -> Dict[str, Any]:
-    ns: Dict[str, Any] = {"math": math, "Callable": Callable, "List": List, "Optional": __import__("typing").Optional,
-                          "StepLog": StepLog, "RunState": object}
-    functions_from(ROOT / "tfwb/tf/runner/train.py", ["_windowed", "_per_step", "_close", "_truncate"], ns)
-    return ns
 
 
 def mlp_step(width: int, jax, jnp):
@@ -90,7 +70,7 @@ def mlp_step(width: int, jax, jnp):
     return step, params + [head], list(zip(xs, ys))
 
 
-def measure(width: int, steps: int, rounds: int, ns: Dict[str, Any], jax, jnp) -> Dict[str, Any]:
+def measure(width: int, steps: int, rounds: int, jax, jnp) -> Dict[str, Any]:
     step_fn, params0, batches = mlp_step(width, jax, jnp)
     state = {"params": params0}
 
@@ -129,15 +109,13 @@ def measure(width: int, steps: int, rounds: int, ns: Dict[str, Any], jax, jnp) -
                 sync()
                 out[mode].append((time.perf_counter() - t0) / steps)
                 continue
-            ns["_read"] = one_by_one if mode == "windowed_one_by_one" else stacked
-            timing = "per_step" if mode == "per_step" else "windowed"
-            p = types.SimpleNamespace(cfg=types.SimpleNamespace(timing=timing, grad_norms=False),
-                                      step=step, fetch=lambda it=it: next(it), iterator=it, takes_iterator=False)
+            p = types.SimpleNamespace(step=step, fetch=lambda it=it: next(it), iterator=it, takes_iterator=False)
             log = StepLog()
-            if timing == "windowed":
-                ns["_windowed"](p, steps, time.perf_counter, log, None, None, 0, sync, 0.1)
+            if mode == "per_step":
+                timing.per_step_loop(p, steps, time.perf_counter, log, sync=sync)
             else:
-                ns["_per_step"](p, steps, time.perf_counter, log, None, None, 0, sync)
+                read = one_by_one if mode == "windowed_one_by_one" else stacked
+                timing.windowed_loop(p, steps, time.perf_counter, log, sync=sync, read=read, window_s=timing.WINDOW_S)
             out[mode].append(sum(log.times_s) / len(log.times_s))
     med = {m: statistics.median(v) for m, v in out.items()}
     return {
@@ -148,10 +126,7 @@ def measure(width: int, steps: int, rounds: int, ns: Dict[str, Any], jax, jnp) -
     }
 
 
-def pci_check(ns_path: Path) -> Dict[str, Any]:
-    ns: Dict[str, Any] = {"ctypes": __import__("ctypes"), "Dict": Dict, "Sequence": __import__("typing").Sequence,
-                          "hardware": hardware}
-    functions_from(ns_path, ["_cuda_pci_bus_ids"], ns)
+def pci_check() -> Dict[str, Any]:
     nvml_gpus = [hardware.Gpu.of(g) for g in nvml.gpu_info()]
     pid = os.getpid()
 
@@ -170,7 +145,7 @@ def pci_check(ns_path: Path) -> Dict[str, Any]:
             pynvml.nvmlShutdown()
 
     before = held_mib()
-    buses = ns["_cuda_pci_bus_ids"](list(range(len(nvml_gpus))))
+    buses = hardware.cuda_pci_bus_ids(list(range(len(nvml_gpus))))
     after = held_mib()
     tf_like = [hardware.Gpu(index=i, name=g.name, pci_bus_id=buses.get(i)) for i, g in enumerate(nvml_gpus)]
     matched = hardware.match_gpus(nvml_gpus, tf_like)
@@ -217,17 +192,16 @@ def main(argv=None) -> int:
     if args.dry_run:
         os.environ["JAX_PLATFORMS"] = "cpu"
     # First, before JAX creates a CUDA context: asking the driver must leave this process holding nothing.
-    pci = None if args.dry_run else pci_check(ROOT / "tfwb/tf/runner/devices.py")
+    pci = None if args.dry_run else pci_check()
     import jax
     import jax.numpy as jnp
 
     steps, rounds = (20, 2) if args.dry_run else (args.steps, args.rounds)
-    ns = timing_loops()
     res: Dict[str, Any] = {
         "benchmark": "gpu_timing", "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "command": "python " + " ".join(sys.argv), "device": str(jax.devices()[0].device_kind),
         "jax": jax.__version__, "python": platform.python_version(),
-        "timing": [measure(w, steps, rounds, ns, jax, jnp) for w in (WIDTHS[:1] if args.dry_run else WIDTHS)],
+        "timing": [measure(w, steps, rounds, jax, jnp) for w in (WIDTHS[:1] if args.dry_run else WIDTHS)],
     }
     if pci is not None:
         res["pci"] = pci

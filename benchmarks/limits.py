@@ -28,10 +28,10 @@ import tfwb.tf  # noqa: F401  (quiet TF import)
 import keras
 import tensorflow as tf
 
-from tfwb import hardware, peaks
+from tfwb import datasheet, hardware
 from tfwb.config import RunConfig
 from tfwb.tf.runner.flops import count_flops, format_flops, tf_cost_estimate
-from tfwb.tf.runner.peak import measure_peak
+from tfwb.tf.runner.matmul_peak import measure_peak
 from tfwb.workloads import get_workload, workload_names
 
 PAPERS = {
@@ -83,16 +83,16 @@ def workloads() -> list:
 
 def peak_rows(budget_s: float) -> tuple:
     hw = hardware.detect()
-    ghz = peaks.cpu_ghz()
+    ghz = datasheet.cpu_ghz()
     rows = []
     t0 = time.perf_counter()
-    for dtype in peaks.DTYPES:
+    for dtype in datasheet.DTYPES:
         p = measure_peak(dtype, budget_s=budget_s, cache=False)
         gpu_names = [d for d in (p.device.split(": ", 1)[-1],) if p.device.startswith("GPU")]
         if gpu_names:
-            published = peaks.datasheet_peak(gpu_names[0], dtype)
+            published = datasheet.datasheet_peak(gpu_names[0], dtype)
         else:
-            published = peaks.cpu_peak(len(os.sched_getaffinity(0)), ghz, hw.cpu_flags, dtype)
+            published = datasheet.cpu_peak(len(os.sched_getaffinity(0)), ghz, hw.cpu_flags, dtype)
         rows.append({**p.to_dict(), "published_flops_per_s": published[0] if published else None,
                      "published_source": published[1] if published else None})
     return rows, time.perf_counter() - t0, ghz

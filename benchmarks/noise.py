@@ -16,7 +16,7 @@ Rules:
   uses): IQRs apart, outside the band, and not explained by other programs' CPU use;
 - ``tfwb rule, learned band``: the same with the band ``tfwb.report.noise_band`` learns
   from the identical runs earlier in the same history, as the Workbench does;
-- ``interleaved``: ``tfwb.tf.lab.interleave.compare_interleaved`` (alternating warm blocks,
+- ``interleaved``: ``tfwb.tf.lab.side_by_side.compare_interleaved`` (alternating warm blocks,
   sign test over the rounds).
 
 Phases: (1) the true ratio of B to A, from one long interleaved comparison; (2) a
@@ -42,7 +42,7 @@ os.environ.setdefault("TFWB_FAST", "1")
 
 import tfwb.tf  # noqa: E402,F401  (quiet TF import)
 from tfwb import RunConfig, hardware, report, stats  # noqa: E402
-from tfwb.tf.lab.interleave import compare_interleaved  # noqa: E402
+from tfwb.tf.lab.side_by_side import compare_interleaved  # noqa: E402
 from tfwb.tf.run import run  # noqa: E402
 
 A = RunConfig(batch_size=64, data_source="memory", size="small")

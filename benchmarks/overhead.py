@@ -32,7 +32,7 @@ import types
 
 import tfwb.tf  # noqa: F401  (quiet TF import)
 from tfwb import RunConfig, hardware, stats
-from tfwb.monitor import Sampler, default_probes
+from tfwb.utilization import Sampler, default_probes
 from tfwb.observers import Dispatch, Progress, RunState, StepLog
 from tfwb.tf.runner.train import prepared, timed_steps
 

@@ -1,6 +1,6 @@
 """Does the Sampler keep its schedule? Sample counts, gaps, stop latency and tick cost.
 
-The wall-clock side of ``tfwb.monitor.Sampler`` that unit tests must not assert on (a
+The wall-clock side of ``tfwb.utilization.Sampler`` that unit tests must not assert on (a
 loaded 2-core machine delays threads by tens of milliseconds): over a few durations,
 the samples taken against ``2 + duration / interval`` (one at start, one at stop, one per
 tick), the gaps between thread samples, how long ``stop()`` takes with an hour-long
@@ -23,10 +23,11 @@ from typing import Any, Dict, List, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # nvml_fakes
 
 from tfwb import hardware  # noqa: E402 - pure: no TensorFlow
-from tfwb.monitor import Sampler, default_probes  # noqa: E402
-from tfwb.monitor.fakes import FakeProbe  # noqa: E402
+from tfwb.utilization import Sampler, default_probes  # noqa: E402
+from nvml_fakes import FakeProbe  # noqa: E402
 
 
 def schedule(duration_s: float, interval_s: float) -> Dict[str, Any]:

@@ -38,7 +38,7 @@ import uuid
 
 import tfwb
 import tfwb.tf  # noqa: F401  (quiet TF import)
-from tfwb import RunConfig, hardware, stats, tfconfig
+from tfwb import RunConfig, hardware, stats, cluster_spec
 from tfwb.observers import Observer
 from tfwb.tf.cluster.parent import alive
 
@@ -62,10 +62,10 @@ def failure_figures(base: RunConfig) -> dict:
     r = tfwb.run(base.replace(strategy="multi_worker", workers=2, steps=100000, label="killed"), observers=[killer])
     seen = time.perf_counter() - killer.sent_at if killer.sent_at else None
     facts = r.extras.get("cluster", {})
-    ports = [tfconfig.split_address(a)[1] for a in facts.get("addresses", [])]
+    ports = [cluster_spec.split_address(a)[1] for a in facts.get("addresses", [])]
     return {"status": r.status, "error": r.error, "seconds_to_clear_error": seen,
             "processes_left": sum(alive(p) for p in facts.get("pids", [])),
-            "ports_still_taken": sum(not tfconfig.port_free(p) for p in ports)}
+            "ports_still_taken": sum(not cluster_spec.port_free(p) for p in ports)}
 
 
 def netns_figures(base: RunConfig) -> dict:

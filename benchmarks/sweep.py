@@ -4,7 +4,7 @@ Two measurements, each optional (``--parts``):
 
 - ``grid``: one space on one workload. First the search (``tfwb.sweep``), then every
   candidate of the grid for as many steps as the search's last rung
-  (``tfwb.sweeps.search.exhaustive``), same correctness rule and ranking. Figures: each one's
+  (``tfwb.search.halving.exhaustive``), same correctness rule and ranking. Figures: each one's
   wall time and runs, the ratio of the two times, and how close the search's winner
   is to the grid's best, judged on the grid's own runs of both (same length, same
   phase of the benchmark): their ratio and ``tfwb.stats.compare``'s verdict, with the
@@ -14,7 +14,7 @@ Two measurements, each optional (``--parts``):
   verdict, the side-by-side one; the separate runs are listed with the reason they are not one.
   Goal: the search costs at most a third of the grid, and its winner is not
   significantly slower than the grid's best.
-- ``default``: ``python -m tfwb sweep``'s default search (``tfwb.sweeps.space.default_space``,
+- ``default``: ``python -m tfwb sweep``'s default search (``tfwb.search.space.default_space``,
   10/30/90 steps, eta 3) on the default workload in small mode (``TFWB_FAST=1``): the
   sweep's run time in fast mode.
 
@@ -45,9 +45,9 @@ import tfwb.tf  # noqa: F401  (quiet TF import)
 from tfwb import RunConfig, expect, hardware, stats
 from tfwb.cli.drawer import Drawer
 from tfwb.history import History
-from tfwb.sweeps import default_space, exhaustive, sweep
-from tfwb.sweeps.space import run_key
-from tfwb.tf.lab.interleave import compare_interleaved
+from tfwb.search import default_space, exhaustive, sweep
+from tfwb.search.space import run_key
+from tfwb.tf.lab.side_by_side import compare_interleaved
 
 #: The benchmark's space: 32 candidates that leave the training the same (up to rounding).
 SPACE = {

@@ -1,6 +1,6 @@
 """tfwb.ui.charts: the package and its families (common, steps, utilization, comparison, curves, limits):
 PNG output, what each draw_* puts on its Axes, no pyplot. The profiler's charts are tested in
-test_profiler.py, the sweep's in test_sweeps.py."""
+test_profiler.py, the sweep's in test_search.py."""
 import ast
 import dataclasses
 import importlib
@@ -451,7 +451,7 @@ def test_the_step_chart_says_calls_when_a_bar_is_a_call():
     from matplotlib.figure import Figure
 
     from tfwb.records import RunResult
-    from tfwb.ui.charts.steps import draw_step_times
+    from tfwb.ui.charts.step_times import draw_step_times
 
     r = RunResult(config=RunConfig(steps_per_execution=8), step_times_s=(0.01,) * 7, warmup_times_s=(0.2,),
                   steps_per_call=8)

@@ -1,7 +1,7 @@
 """The command line (tfwb.cli: options, drawer, commands): every knob is an option derived from
 KNOBS, errors name what is allowed, the one drawer keeps progress off pipes, run calls its runner as
 runner(cfg, observers) and Ctrl-C ends it as interrupted, report skips and names lines that are not
-complete runs and fails clearly on a missing file. The sweep command is tested in test_sweeps.py."""
+complete runs and fails clearly on a missing file. The sweep command is tested in test_search.py."""
 import io
 import json
 import re
@@ -471,7 +471,7 @@ def test_worker_unknown_option_points_at_worker_help(capsys):
 
 @pytest.mark.tf
 def test_worker_runs_multi_worker_only(monkeypatch, capsys, tmp_path):
-    port = __import__("tfwb.tfconfig").tfconfig.free_ports(1)[0]
+    port = __import__("tfwb.cluster_spec").cluster_spec.free_ports(1)[0]
     monkeypatch.setenv("TF_CONFIG", json.dumps(GOOD_TF_CONFIG).replace("PORT", str(port)))
     assert main(["worker", "--strategy", "mirrored"]) == 2
     assert "strategy='mirrored' is not allowed for a worker" in flat(capsys.readouterr().err)

@@ -22,7 +22,7 @@ import uuid
 
 import pytest
 
-from tfwb import RunConfig, tfconfig
+from tfwb import RunConfig, cluster_spec
 from tfwb.history import append_result, load_results
 from tfwb.records import RunResult
 
@@ -43,17 +43,17 @@ def assert_cluster_gone(result: RunResult) -> None:
     facts = result.extras["cluster"]
     assert facts["pids"], facts
     assert not [p for p in facts["pids"] if cluster.alive(p)], f"worker processes left: {facts['pids']}"
-    ports = [tfconfig.split_address(a)[1] for a in facts["addresses"]]
-    assert all(tfconfig.port_free(p) for p in ports), f"ports still taken: {ports}"
+    ports = [cluster_spec.split_address(a)[1] for a in facts["addresses"]]
+    assert all(cluster_spec.port_free(p) for p in ports), f"ports still taken: {ports}"
 
 
 # -- TF_CONFIG (pure) -------------------------------------------------------------------------------
 def test_tf_config_parsed_and_checked():
-    tfc = tfconfig.parse(json.dumps({"cluster": {"worker": ["a:1", "b:2"], "ps": ["c:3"]},
+    tfc = cluster_spec.parse(json.dumps({"cluster": {"worker": ["a:1", "b:2"], "ps": ["c:3"]},
                                      "task": {"type": "worker", "index": 1}}))
     assert (tfc.address, tfc.num_workers, tfc.is_chief) == ("b:2", 2, False)
-    assert tfconfig.parse(tfc.to_json()) == tfc
-    chief = tfconfig.parse('{"cluster": {"chief": ["a:1"], "worker": ["b:2"]}, "task": {"type": "chief"}}')
+    assert cluster_spec.parse(tfc.to_json()) == tfc
+    chief = cluster_spec.parse('{"cluster": {"chief": ["a:1"], "worker": ["b:2"]}, "task": {"type": "chief"}}')
     assert chief.is_chief and chief.num_workers == 2
 
 
@@ -74,32 +74,32 @@ def test_tf_config_parsed_and_checked():
 ])
 def test_malformed_tf_config_is_a_clear_error(text, says):
     with pytest.raises(ValueError) as info:
-        tfconfig.parse(text)
+        cluster_spec.parse(text)
     assert "TF_CONFIG is malformed" in str(info.value) and says in str(info.value), str(info.value)
     assert "Expected JSON like" in str(info.value)
 
 
 def test_free_ports_are_distinct_and_a_listening_port_is_taken():
-    ports = tfconfig.free_ports(3)
-    assert len(set(ports)) == 3 and all(tfconfig.port_free(p) for p in ports)
+    ports = cluster_spec.free_ports(3)
+    assert len(set(ports)) == 3 and all(cluster_spec.port_free(p) for p in ports)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen(1)
         taken = s.getsockname()[1]
-        assert not tfconfig.port_free(taken)
-        tfc = tfconfig.local(2, ports=[ports[0], taken])[1]
+        assert not cluster_spec.port_free(taken)
+        tfc = cluster_spec.local(2, ports=[ports[0], taken])[1]
         with pytest.raises(ValueError) as info:
-            tfconfig.check_own_port(tfc)
+            cluster_spec.check_own_port(tfc)
     assert f"port {taken} of worker 1 of 2" in str(info.value) and "already in use" in str(info.value)
 
 
 def test_local_cluster_configs():
-    tfcs = tfconfig.local(3)
+    tfcs = cluster_spec.local(3)
     assert [t.task_index for t in tfcs] == [0, 1, 2] and tfcs[0].is_chief and not tfcs[1].is_chief
     assert len({t.address for t in tfcs}) == 3 and all(t.address.startswith("localhost:") for t in tfcs)
     assert all(t.cluster == tfcs[0].cluster for t in tfcs)
     with pytest.raises(ValueError, match="workers=0 is not allowed"):
-        tfconfig.local(0)
+        cluster_spec.local(0)
 
 
 @pytest.mark.parametrize("workers", [0, 17, -1])
@@ -148,7 +148,7 @@ def test_placement_gives_each_worker_its_own_cores_and_gpus(monkeypatch):
     assert [s["gpus"] for s in cluster.placement(1)] == [["3", "5"]]
     ps = cluster.placement(1, parameter_server=True)                      # chief, worker, ps
     assert [s["gpus"] for s in ps] == [[], ["3", "5"], []] and ps[0]["cpus"] == cores
-    tfc = tfconfig.local(1, parameter_servers=1)[0]
+    tfc = cluster_spec.local(1, parameter_servers=1)[0]
     assert cluster._worker_env(tfc, ps[0], True)["CUDA_VISIBLE_DEVICES"] == ""   # the chief sees no GPU
     if len(cores) >= 3:                        # more workers than GPUs: all of them on the CPU
         assert all(s["gpus"] == [] for s in cluster.placement(3))
@@ -159,7 +159,7 @@ def test_one_gpu_and_two_workers_puts_every_worker_on_the_cpu_and_says_so(monkey
     monkeypatch.setattr(cluster, "_visible_gpus", lambda: ["0"])          # one Colab T4
     shares = cluster.placement(2)
     assert [s["gpus"] for s in shares] == [[], []]
-    tfc = tfconfig.local(2)[1]
+    tfc = cluster_spec.local(2)[1]
     env = cluster._worker_env(tfc, shares[1], True)
     assert env["CUDA_VISIBLE_DEVICES"] == "" and env["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
     note = cluster.cpu_note(2, 1)
@@ -209,7 +209,7 @@ def test_gpus_this_process_holds_put_every_worker_on_the_cpu_and_say_why(monkeyp
     monkeypatch.setattr(cluster, "_gpus_held", lambda: True)              # ... whose memory this process holds
     shares = cluster.placement(2)
     assert [s["gpus"] for s in shares] == [[], []]
-    env = cluster._worker_env(tfconfig.local(2)[0], shares[0], True)
+    env = cluster._worker_env(cluster_spec.local(2)[0], shares[0], True)
     assert env["CUDA_VISIBLE_DEVICES"] == "" and env["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
     note = cluster.cpu_note(2, 2, held=True)
     assert "already holds the memory" in note and "TF_FORCE_GPU_ALLOW_GROWTH=true" in note
@@ -287,7 +287,7 @@ def test_inside_a_worker_multi_worker_is_a_clear_error():
 
 @pytest.mark.tf
 def test_a_port_taken_under_the_cluster_is_retried_then_a_clear_error(monkeypatch):
-    real_local = tfconfig.local
+    real_local = cluster_spec.local
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen(1)
@@ -296,10 +296,10 @@ def test_a_port_taken_under_the_cluster_is_retried_then_a_clear_error(monkeypatc
 
         def always_taken(n, **kw):          # as if another process grabbed worker 0's port every time
             tries.append(n)
-            return real_local(n, ports=[taken, *tfconfig.free_ports(n - 1)], **kw)
+            return real_local(n, ports=[taken, *cluster_spec.free_ports(n - 1)], **kw)
 
-        monkeypatch.setattr(tfconfig, "local", always_taken)
-        monkeypatch.setenv(tfconfig.NETWORK_ENV, "open")      # in a private network this port is free
+        monkeypatch.setattr(cluster_spec, "local", always_taken)
+        monkeypatch.setenv(cluster_spec.NETWORK_ENV, "open")      # in a private network this port is free
         r = run(small(strategy="multi_worker"))
     assert len(tries) == cluster.PORT_ATTEMPTS
     assert r.status == "failed" and "every try to start the cluster found a chosen port taken" in r.error
@@ -374,7 +374,7 @@ def test_a_local_cluster_listens_on_loopback_only(monkeypatch):
         pytest.skip(f"this system allows no private network namespace: {network['why']}")
     assert lister.seen is not None and len(lister.seen) == 2
     ours = os.readlink("/proc/self/ns/net")
-    ports = {tfconfig.split_address(a)[1] for a in r.extras["cluster"]["addresses"]}
+    ports = {cluster_spec.split_address(a)[1] for a in r.extras["cluster"]["addresses"]}
     for pid, (sockets, names, netns) in lister.seen.items():
         assert {p for _, p in sockets} & ports, (pid, sockets)          # its gRPC server is among them
         for address, port in sockets:
@@ -392,7 +392,7 @@ def test_without_a_namespace_private_refuses_and_auto_says_so(monkeypatch):
     with pytest.raises(ValueError) as info:
         cluster.open_network("private")
     assert "TFWB_CLUSTER_NETWORK=private" in str(info.value) and "Operation not permitted" in str(info.value)
-    monkeypatch.setenv(tfconfig.NETWORK_ENV, "private")
+    monkeypatch.setenv(cluster_spec.NETWORK_ENV, "private")
     r = run(small(strategy="multi_worker"))
     assert r.status == "failed" and "every interface (0.0.0.0)" in r.error and r.replicas is None
     facts, note = cluster.network_note(cluster.open_network("auto"), 12.0)
@@ -400,16 +400,16 @@ def test_without_a_namespace_private_refuses_and_auto_says_so(monkeypatch):
                                                "unshare: Operation not permitted"}
     assert "listened on every network interface of this machine for 12 s" in note
     assert cluster.open_network("open") is None
-    monkeypatch.setenv(tfconfig.NETWORK_ENV, "loopback")
+    monkeypatch.setenv(cluster_spec.NETWORK_ENV, "loopback")
     with pytest.raises(ValueError, match="TFWB_CLUSTER_NETWORK='loopback' is not allowed; one of auto"):
-        tfconfig.network_mode()
+        cluster_spec.network_mode()
 
 
 def test_a_worker_that_cannot_join_the_private_network_does_not_start():
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     with pytest.raises(OSError, match=f"could not join the cluster's private network \\(process {gone.pid}\\)"):
-        tfconfig.join_local_cluster({tfconfig.NETNS_ENV: str(gone.pid)})
+        cluster_spec.join_local_cluster({cluster_spec.NETNS_ENV: str(gone.pid)})
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="network namespaces are Linux's")
@@ -420,7 +420,7 @@ def test_the_network_holder_gives_a_namespace_with_loopback_only():
     try:
         assert interfaces(network.pid) == ["lo"]
         assert os.readlink(f"/proc/{network.pid}/ns/net") != os.readlink("/proc/self/ns/net")
-        code = ("import socket, tfwb.tfconfig as t, sys; t.join_private_network(int(sys.argv[1])); "
+        code = ("import socket, tfwb.cluster_spec as t, sys; t.join_private_network(int(sys.argv[1])); "
                 "s = socket.socket(); s.bind(('0.0.0.0', 0)); s.listen(1); "
                 "socket.create_connection(('127.0.0.1', s.getsockname()[1])).close(); "
                 "print(open('/proc/self/net/dev').read().count(':'))")

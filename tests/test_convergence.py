@@ -189,7 +189,7 @@ def test_each_rate_of_a_sweep_trains_exactly_as_a_fresh_run_with_that_rate():
         np.testing.assert_allclose(curve, fresh.losses, rtol=1e-5)
     assert sweep.final_losses[1] == pytest.approx(np.median(sweep.curves[1][-4:]))
     assert sweep.first_loss == pytest.approx(sweep.curves[0][0])
-    headers, rows = cv.sweep_table([sweep])
+    headers, rows = cv.lr_sweep_table([sweep])
     assert rows == [("momentum", f"{sweep.best_rate:g}", f"{sweep.best_loss:.3f}", f"{sweep.first_loss:.3f}", "none")]
 
 

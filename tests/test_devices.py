@@ -12,7 +12,7 @@ import pytest
 
 from tfwb import expect, hardware
 from tfwb.config import RunConfig
-from tfwb.monitor.fakes import fake_nvml
+from nvml_fakes import fake_nvml
 
 pytestmark = pytest.mark.tf
 
@@ -43,10 +43,10 @@ def test_a_t4_that_the_cpu_build_cannot_use_is_said_with_reason_and_fix(standin)
     assert hw.gpu_problem in hardware.describe(hw)
     # expectations are about the CPU the step runs on, not the T4
     assert expect.target(hw) == "cpu"
-    e = expect.knob(hw, RunConfig(data_source="memory"), mixed_precision="mixed_float16")
+    e = expect.change(hw, RunConfig(data_source="memory"), mixed_precision="mixed_float16")
     assert e.expected == expect.SLOWER and "Tesla T4 is not usable by TensorFlow here" in e.claim
     assert "CPU:0" in str(expect.default_device(hw))
-    assert expect.knob(hw, sync=False).expected == expect.NOT_SLOWER
+    assert expect.change(hw, sync=False).expected == expect.NOT_SLOWER
 
 
 def test_a_mig_slice_whose_utilization_nvml_refuses_is_still_described(standin):
@@ -73,5 +73,5 @@ def test_tensorflow_gpus_on_the_cpu_build_is_empty_and_starts_no_runtime():
     from tfwb.tf.runner import devices
 
     assert devices.tensorflow_gpus() == []
-    assert devices._cuda_pci_bus_ids([0]) == {}          # no CUDA driver here: nothing, no error
+    assert hardware.cuda_pci_bus_ids([0]) == {}          # no CUDA driver here: nothing, no error
     assert tf.config.list_physical_devices("GPU") == []

@@ -14,7 +14,7 @@ import pytest
 import tfwb
 from tfwb import expect, stats
 from tfwb.config import RunConfig
-from tfwb.expect import FASTER, NOT_FASTER, NOT_SLOWER, SAME, SLOWER, AB, Check, Expected, ab, at_least, at_most, bound_of, equal, expected_for, knob, target, where
+from tfwb.expect import FASTER, NOT_FASTER, NOT_SLOWER, SAME, SLOWER, AB, Check, Expected, ab, at_least, at_most, bound_of, equal, expected_for, change, target, where
 from tfwb.hardware import DESCRIBED
 from tfwb.records import RunResult, Sample
 
@@ -130,7 +130,7 @@ MIXED_FLOAT16 = {
 
 @pytest.mark.parametrize("machine", MACHINES)
 def test_the_mixed_float16_sentence_each_machine_prints(machine):
-    assert str(knob(DESCRIBED[machine], mixed_precision="mixed_float16")) == MIXED_FLOAT16[machine]
+    assert str(change(DESCRIBED[machine], mixed_precision="mixed_float16")) == MIXED_FLOAT16[machine]
 
 
 @pytest.mark.parametrize("machine, measured_s, verdict", [
@@ -143,7 +143,7 @@ def test_the_mixed_float16_sentence_each_machine_prints(machine):
 ])
 def test_each_machine_agrees_with_what_it_should_measure(machine, measured_s, verdict):
     float32_s = [1.0] * 9
-    c = knob(DESCRIBED[machine], mixed_precision="mixed_float16").check(float32_s, measured_s)
+    c = change(DESCRIBED[machine], mixed_precision="mixed_float16").check(float32_s, measured_s)
     assert c.result == verdict, str(c)
 
 
@@ -151,7 +151,7 @@ def test_a_check_written_for_a_cpu_fails_a_t4_reader_and_knob_does_not():
     float32_s, t4_half_s = [1.0] * 9, [0.6] * 9
     written_for_cpu = ab("mixed_float16 on this machine", "slower").check(float32_s, t4_half_s)
     assert written_for_cpu.result == "did NOT agree"
-    assert knob(DESCRIBED["colab-t4"], mixed_precision="mixed_float16").check(float32_s, t4_half_s).agreed
+    assert change(DESCRIBED["colab-t4"], mixed_precision="mixed_float16").check(float32_s, t4_half_s).agreed
 
 
 # -- where the step runs -------------------------------------------------------------------
@@ -170,7 +170,7 @@ def test_a_tpu_vm_without_the_tpu_strategy_gets_its_host_cpu_rules():
     assert e.direction == SLOWER and "no bfloat16 instructions" in e.why   # its host has no BF16
     on_tpu = expected_for(DESCRIBED["tpu-vm"], "mixed_precision", "mixed_bfloat16", RunConfig(strategy="tpu"))
     assert on_tpu.direction == NOT_SLOWER
-    assert knob(DESCRIBED["tpu-vm"], cfg, mixed_precision="mixed_bfloat16").claim.endswith(
+    assert change(DESCRIBED["tpu-vm"], cfg, mixed_precision="mixed_bfloat16").claim.endswith(
         "on this TPU VM's host CPU (96 cores, AVX-512)")
 
 
@@ -213,7 +213,7 @@ def test_expected_for_refuses_baselines_and_unknown_knobs(knob_name, value):
 def test_several_input_knobs_state_a_shared_reason_once():
     slow_input = RunResult(config=RunConfig(data_source="files"), step_times_s=(0.1,) * 10,
                            input_wait_s=(0.09,) * 10)
-    e = expect.knob(DESCRIBED["binder-2core-avx2"], slow_input, interleave=True, parallel_map=True)
+    e = expect.change(DESCRIBED["binder-2core-avx2"], slow_input, interleave=True, parallel_map=True)
     assert "speeds the pipeline up" in e.why
     reasons = e.why.split("; ")
     assert len(reasons) == len(set(reasons)), reasons
@@ -270,17 +270,17 @@ def test_prefetch_expects_at_most_the_shorter_of_wait_and_compute():
 
 def test_knob_combines_input_knobs_and_refuses_opposites():
     hw = DESCRIBED["colab-t4"]
-    e = knob(hw, result(step_s=0.1, wait_s=0.05), prefetch=True, interleave=True)
+    e = change(hw, result(step_s=0.1, wait_s=0.05), prefetch=True, interleave=True)
     assert e.expected == FASTER and not e.compute
     assert e.claim == "prefetch=True, interleave=True on Tesla T4 (compute capability 7.5)"
     with pytest.raises(ValueError, match="one at a time"):
-        knob(hw, mixed_precision="mixed_float16", strategy="mirrored")
+        change(hw, mixed_precision="mixed_float16", strategy="mirrored")
     with pytest.raises(ValueError, match="at least one knob"):
-        knob(hw)
+        change(hw)
 
 
 def test_a_compute_lesson_hidden_by_input_wait_cannot_tell():
-    e = knob(DESCRIBED["colab-t4"], mixed_precision="mixed_float16")
+    e = change(DESCRIBED["colab-t4"], mixed_precision="mixed_float16")
     assert e.compute and e.expected == FASTER
     c = e.check(result(step_s=0.1, wait_s=0.02), result(step_s=0.1, wait_s=0.09))
     assert c.agreed is None and c.result == "cannot tell"
@@ -507,11 +507,11 @@ def test_tf32_under_a_mixed_policy_or_an_unknown_gpu():
 
 
 def test_tf32_is_a_compute_lesson_and_its_check_agrees_on_a_cpu():
-    e = knob(DESCRIBED["binder-2core-avx2"], RunConfig(), tf32=False)
+    e = change(DESCRIBED["binder-2core-avx2"], RunConfig(), tf32=False)
     assert e.compute and e.expected == SAME
     assert e.check([1.0, 1.01, 0.99] * 5, [1.0, 0.99, 1.01] * 5).agreed is True
-    assert knob(DESCRIBED["h100"], RunConfig(), tf32=False).check([1.0] * 9, [2.0] * 9).agreed is True
-    assert knob(DESCRIBED["h100"], RunConfig(), tf32=False).check([1.0] * 9, [1.0] * 9).agreed is False
+    assert change(DESCRIBED["h100"], RunConfig(), tf32=False).check([1.0] * 9, [2.0] * 9).agreed is True
+    assert change(DESCRIBED["h100"], RunConfig(), tf32=False).check([1.0] * 9, [1.0] * 9).agreed is False
 
 
 def test_the_machine_table_shows_tf32():

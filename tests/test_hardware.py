@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from tfwb import hardware
-from tfwb.monitor.fakes import fake_nvml
+from nvml_fakes import fake_nvml
 
 X86_CPUINFO = """processor\t: 0
 vendor_id\t: GenuineIntel

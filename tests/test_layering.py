@@ -1,12 +1,12 @@
 """The import layering of tfwb, read from the source with ``ast`` (nothing is imported).
 
-DESIGN.md, "Package shape": pure core <- monitor <- tf <- ui, cli; nothing below imports
+DESIGN.md, "Package shape": pure core <- utilization <- tf <- ui, cli; nothing below imports
 what is above. For every module of the package, one case checks what its module-level
 imports (those that run when it is imported: not inside a function, not under
 ``if TYPE_CHECKING:``) may reach:
 
-* layers: core (``tfwb/*.py``, ``expect/``, ``sweeps/``) imports only core; ``monitor/``
-  imports core and monitor; ``tf/`` imports core, monitor and tf; ``ui/`` and ``cli/``
+* layers: core (``tfwb/*.py``, ``expect/``, ``search/``) imports only core; ``utilization/``
+  imports core and utilization; ``tf/`` imports core, utilization and tf; ``ui/`` and ``cli/``
   import anything below them, but not each other;
 * the runner (``tfwb/tf/runner/``) imports neither ``tfwb/tf/lab/`` nor ``tfwb/tf/cluster/``;
 * pure modules (everything outside ``tfwb/tf/`` and ``tfwb/ui/``) import none of
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "tfwb"
 HEAVY = ("tensorflow", "keras", "IPython", "ipywidgets", "matplotlib")
 #: Layer names by rank; a module may import its own rank or lower (ui and cli: see UNRELATED).
-RANKS = {"core": 0, "monitor": 1, "tf": 2, "ui": 3, "cli": 3}
+RANKS = {"core": 0, "utilization": 1, "tf": 2, "ui": 3, "cli": 3}
 UNRELATED = {("ui", "cli"), ("cli", "ui")}
 
 #: Cases that fail while the restructure of issue 16 is under way: module -> why.
@@ -61,7 +61,7 @@ def layer(name: str) -> str:
     parts = name.split(".")
     if parts[1:2] == ["keras"]:          # tfwb.keras (the fit callback): Keras and the ui charts; ui's rank
         return "ui"
-    if len(parts) > 1 and parts[1] in ("monitor", "tf", "ui", "cli"):
+    if len(parts) > 1 and parts[1] in ("utilization", "tf", "ui", "cli"):
         return parts[1]
     if parts[1:] == ["__main__"]:
         return "cli"
@@ -200,11 +200,11 @@ def test_module_imports_follow_the_layering(name):
 # -- the checker itself ------------------------------------------------------------------------------
 def test_the_checker_sees_every_module_and_the_layers():
     assert {"tfwb", "tfwb.config", "tfwb.tf.runner.train", "tfwb.ui.workbench", "tfwb.cli.commands",
-            "tfwb.monitor.sampler", "tfwb.tf.lab.profiler"} <= set(MODULES)
+            "tfwb.utilization.sampler", "tfwb.tf.lab.profiler"} <= set(MODULES)
     assert "tfwb.conftest" not in MODULES
-    assert [layer(n) for n in ("tfwb.config", "tfwb.sweeps.search", "tfwb.monitor.sampler", "tfwb.tf.runner.train",
+    assert [layer(n) for n in ("tfwb.config", "tfwb.search.halving", "tfwb.utilization.sampler", "tfwb.tf.runner.train",
                                "tfwb.ui.workbench", "tfwb.cli.commands", "tfwb.__main__")] == \
-        ["core", "core", "monitor", "tf", "ui", "cli", "cli"]
+        ["core", "core", "utilization", "tf", "ui", "cli", "cli"]
 
 
 def test_the_checker_reads_only_imports_that_run_at_import(tmp_path, monkeypatch):

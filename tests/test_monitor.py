@@ -1,4 +1,4 @@
-"""Tests of tfwb.monitor: probes, NVML scenarios (no GPU needed) and the Sampler.
+"""Tests of tfwb.utilization: probes, NVML scenarios (no GPU needed) and the Sampler.
 
 No wall-clock bounds: samples are driven with ``Sampler.tick()`` and fake clocks; the
 thread path is checked by waiting for events (with generous deadlock guards), never by
@@ -16,12 +16,12 @@ import types
 
 import pytest
 
-import tfwb.monitor
-from tfwb.monitor import NvmlProbe, PsutilProbe, Sampler, default_probes, driver_version, gpu_info, nvml_available, sampler_threads
+import tfwb.utilization
+from tfwb.utilization import NvmlProbe, PsutilProbe, Sampler, default_probes, driver_version, gpu_info, nvml_available, sampler_threads
 from tfwb import nvml as nvml_module
-from tfwb.monitor.fakes import FakeProbe, fake_nvml
-from tfwb.monitor import probes as probes_module
-from tfwb.monitor import sampler as sampler_module
+from nvml_fakes import FakeProbe, fake_nvml
+from tfwb.utilization import probes as probes_module
+from tfwb.utilization import sampler as sampler_module
 from tfwb.records import Sample
 
 
@@ -55,12 +55,12 @@ class FakeClock:
 
 # -- import hygiene -----------------------------------------------------------------
 def test_fakes_are_apart_from_the_public_names():
-    assert not {"FakeProbe", "FakeNvml", "fake_nvml"} & set(tfwb.monitor.__all__)
-    assert not any(hasattr(m, "FakeNvml") for m in (tfwb.monitor, nvml_module, probes_module))
+    assert not {"FakeProbe", "FakeNvml", "fake_nvml"} & set(tfwb.utilization.__all__)
+    assert not any(hasattr(m, "FakeNvml") for m in (tfwb.utilization, nvml_module, probes_module))
 
 
 def test_import_loads_neither_tensorflow_nor_pynvml_nor_ui():
-    code = ("import sys, tfwb.monitor, tfwb.hardware; "
+    code = ("import sys, tfwb.utilization, tfwb.hardware; "
             "bad = [m for m in ('tensorflow', 'pynvml', 'IPython', 'ipywidgets', 'matplotlib') "
             "if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -376,7 +376,7 @@ def test_fmt_reads_a_missing_figure_as_not_available():
 
 
 def test_utilization_lines_on_a_mig_slice_say_why_instead_of_raising():
-    from tfwb.monitor.fakes import fake_nvml
+    from nvml_fakes import fake_nvml
     from tfwb.nvml import NvmlProbe
 
     probe = NvmlProbe(nvml=fake_nvml("A100 MIG slice"))

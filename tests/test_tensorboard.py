@@ -17,7 +17,7 @@ import urllib.request
 
 import pytest
 
-from tfwb import tfconfig
+from tfwb import cluster_spec
 from tfwb.config import RunConfig
 from tfwb.records import RunResult
 
@@ -39,7 +39,7 @@ def tensorboard_server(logdir: str, log_path: str):
 
     from tfwb.tf.lab.tensorboard import terminal_command
 
-    port = tfconfig.free_ports(1)[0]
+    port = cluster_spec.free_ports(1)[0]
     command = shlex.split(terminal_command(logdir))
     assert command[0] == sys.executable and "tensorboard" not in os.path.basename(command[0])
     env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}

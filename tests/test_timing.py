@@ -255,7 +255,7 @@ def test_a_failing_device_drops_the_unsynced_steps():
 
 
 def test_time_alternating_interleaves_blocks_and_keeps_warmup_apart():
-    from tfwb.tf.lab.timing import time_alternating
+    from tfwb.tf.lab.stopwatch import time_alternating
 
     now = [0.0]
     calls: list = []

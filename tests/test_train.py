@@ -797,7 +797,7 @@ def test_a_model_with_an_uncounted_layer_reports_no_mfu_and_names_it():
 
 
 def test_the_peak_is_read_once_per_process(monkeypatch):
-    import tfwb.tf.runner.peak as peak_module
+    import tfwb.tf.runner.matmul_peak as peak_module
 
     calls = []
     real = peak_module.measure_peak

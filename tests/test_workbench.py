@@ -18,7 +18,7 @@ import pytest
 
 import tfwb.config
 from tfwb.config import RunConfig
-from tfwb.knobs import knob
+from tfwb.knobs import knob_field
 from tfwb.history import History, load_results
 from tfwb.lifecycle import Lifecycle
 from tfwb.records import RunResult
@@ -133,7 +133,7 @@ def test_the_tree_walk_catches_a_control_left_out_of_the_layout():
 
 @dataclasses.dataclass(frozen=True)
 class _WithFakeKnob(RunConfig):
-    fake_rate: float = knob(0.5, "float", "a knob added for this test", group="graph", minimum=0.0)
+    fake_rate: float = knob_field(0.5, "float", "a knob added for this test", group="graph", minimum=0.0)
 
 
 def test_a_knob_added_to_the_table_gets_a_control_and_reaches_the_runner(monkeypatch):

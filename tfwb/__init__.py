@@ -27,17 +27,19 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from tfwb import expect, observers
+from tfwb import expect, observers, renamed
 from tfwb.config import RunConfig
 from tfwb.diagnosis import diagnose  # the function; its module is tfwb.diagnosis
 from tfwb.expect import check
 from tfwb.history import load_results
 from tfwb.records import RunResult, Sample
 from tfwb.stats import compare
-from tfwb.sweeps import sweep  # the function; the package is tfwb.sweeps (from tfwb.sweeps import SweepResult)
+from tfwb.search import sweep  # the function; the package is tfwb.search (from tfwb.search import SweepResult)
 from tfwb.workloads import register_workload
 
-__version__ = "0.1.0"
+renamed.install()   # old module names (tfwb 0.1) import with a DeprecationWarning
+
+__version__ = "0.2.0"
 
 __all__ = [
     "RunConfig", "RunResult", "Sample", "run", "Workbench", "register_workload",
@@ -48,12 +50,12 @@ __all__ = [
 
 _LAZY = {
     "count_flops": ("tfwb.tf.runner.flops", "count_flops"),     # FLOPs counted from a Keras model
-    "measure_peak": ("tfwb.tf.runner.peak", "measure_peak"),    # this machine's matmul peak, cached
+    "measure_peak": ("tfwb.tf.runner.matmul_peak", "measure_peak"),    # this machine's matmul peak, cached
     "run": ("tfwb.tf.run", "run"),
     "Workbench": ("tfwb.ui.workbench", "Workbench"),
     "detect_hardware": ("tfwb.tf.runner.devices", "machine"),   # TensorFlow's view of the GPUs
     "setup_devices": ("tfwb.tf.runner.devices", "setup_devices"),
-    "compare_interleaved": ("tfwb.tf.lab.interleave", "compare_interleaved"),
+    "compare_interleaved": ("tfwb.tf.lab.side_by_side", "compare_interleaved"),
     "choose_size": ("tfwb.tf.lab.sizing", "choose_size"),
     "profile": ("tfwb.tf.lab.profiler", "profile"),
     "chapter": ("tfwb.tf.lab.chapter", "chapter"),

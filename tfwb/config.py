@@ -1,7 +1,7 @@
 """RunConfig: every knob of one training run, validated when it is built.
 
 A ``RunConfig`` is a frozen dataclass. Each field is declared once with its
-``knob(...)`` (kind, allowed values, Workbench group, help, chapter; see
+``knob_field(...)`` (kind, allowed values, Workbench group, help, chapter; see
 ``tfwb.knobs``), and validation, the command line, the Workbench controls and the
 README's knob table all come from those declarations. Building one with a bad value
 raises ``ValueError`` naming the field, the value and what is allowed, before any
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional, Union
 
 from tfwb import knobs as _knobs
-from tfwb.knobs import knob
+from tfwb.knobs import knob_field
 
 MIXED_PRECISION = ("off", "mixed_float16", "mixed_bfloat16")
 STRATEGIES = ("default", "mirrored", "multi_worker", "parameter_server", "tpu")
@@ -84,7 +84,7 @@ def parse_clip(clip: Optional[str]) -> Optional[tuple]:
 class RunConfig:
     """Every knob of one run. Frozen; validated at construction.
 
-    Every field is declared below with ``knob(...)``: its kind, allowed values,
+    Every field is declared below with ``knob_field(...)``: its kind, allowed values,
     Workbench group, one line of help and the chapter that teaches it. Read them
     as a table with ``python -m tfwb knobs`` (or ``tfwb.config.KNOBS``); the README
     has the same table.
@@ -97,99 +97,99 @@ class RunConfig:
         32
     """
 
-    workload: str = knob("images", "choice", "the registered workload to train (tfwb.register_workload adds one)",
+    workload: str = knob_field("images", "choice", "the registered workload to train (tfwb.register_workload adds one)",
                          group="run", choices=lambda: _workloads.workload_names(),
                          fixed="a sweep trains one workload; set it on the baseline (--workload)")
-    size: str = knob("auto", "choice", "workload size; auto is small under TFWB_FAST=1, else full",
+    size: str = knob_field("auto", "choice", "workload size; auto is small under TFWB_FAST=1, else full",
                      group="run", choices=SIZES,
                      fixed="a sweep trains one size; set it on the baseline (--size)")
-    batch_size: int = knob(64, "int", "global batch: examples per training step, over all replicas",
+    batch_size: int = knob_field(64, "int", "global batch: examples per training step, over all replicas",
                            group="run", minimum=1, unit="examples", role="pipeline")
-    steps: int = knob(40, "int", "measured training steps", group="run", minimum=1, unit="steps",
+    steps: int = knob_field(40, "int", "measured training steps", group="run", minimum=1, unit="steps",
                       fixed="the search sets each rung's steps (min_steps, eta)")
-    warmup_steps: int = knob(5, "int", "steps run first and kept apart from the statistics (tracing, "
+    warmup_steps: int = knob_field(5, "int", "steps run first and kept apart from the statistics (tracing, "
                              "compilation, autotuning)", group="run", minimum=0, unit="steps",
                              fixed="every run warms up as the baseline says; set it on the baseline")
-    timing: str = knob("windowed", "choice", "windowed: steps run back to back as in training, one device "
+    timing: str = knob_field("windowed", "choice", "windowed: steps run back to back as in training, one device "
                        "sync per window of steps (about 0.1 s), per-step times derived from the windows; "
                        "per_step: a loss read and device sync after every step (its own latency; on a GPU "
                        "the host can no longer run ahead, so throughput reads low)",
                        group="run", choices=TIMINGS, chapter=0, off="windowed",
                        fixed="every candidate is timed the same way; set it on the baseline")
-    data_source: str = knob("files", "choice", "files: the tf.data pipeline (for images, reading the PNG "
+    data_source: str = knob_field("files", "choice", "files: the tf.data pipeline (for images, reading the PNG "
                             "files); generator: a Python generator (images only, the naive way); memory: "
                             "staged batches (the compute-only ceiling)",
                             group="input", choices=DATA_SOURCES, chapter=1, role="pipeline",
                             set_when=lambda v: v != "files")
-    storage_latency_ms: Optional[float] = knob(
+    storage_latency_ms: Optional[float] = knob_field(
         None, "float", "extra delay per file read, modelling network storage", group="input",
         minimum=0.0, optional=True, none_means="the workload's default", unit="ms",
         offered=(None, 0.0, 3.0, 25.0, 100.0), chapter=1, role="source")
-    prefetch: bool = knob(False, "bool", "prefetch(AUTOTUNE) last; off also turns off the prefetch "
+    prefetch: bool = knob_field(False, "bool", "prefetch(AUTOTUNE) last; off also turns off the prefetch "
                           "tf.data injects", group="input", chapter=1, role="pipeline",
                           sweep=(False, True))
-    cache: Union[bool, str] = knob(False, "cache", "cache decoded elements: in memory (True) or in files "
+    cache: Union[bool, str] = knob_field(False, "cache", "cache decoded elements: in memory (True) or in files "
                                    "at a path prefix", group="input", chapter=1, role="pipeline",
                                    sweep=(False, True))
-    parallel_map: bool = knob(False, "bool", "decode and augment with num_parallel_calls=AUTOTUNE",
+    parallel_map: bool = knob_field(False, "bool", "decode and augment with num_parallel_calls=AUTOTUNE",
                               group="input", chapter=1, role="source", sweep=(False, True))
-    interleave: bool = knob(False, "bool", "read several shards at once", group="input", chapter=1,
+    interleave: bool = knob_field(False, "bool", "read several shards at once", group="input", chapter=1,
                             role="source")
-    vectorized_map: bool = knob(False, "bool", "batch before map: augment once per batch",
+    vectorized_map: bool = knob_field(False, "bool", "batch before map: augment once per batch",
                                 group="input", chapter=1, role="source")
-    shuffle_buffer: int = knob(0, "int", "shuffle buffer in elements (0: no shuffle)", group="input",
+    shuffle_buffer: int = knob_field(0, "int", "shuffle buffer in elements (0: no shuffle)", group="input",
                                minimum=0, unit="elements", chapter=1, role="pipeline", off=0)
-    deterministic: bool = knob(True, "bool", "keep element order under parallelism", group="input",
+    deterministic: bool = knob_field(True, "bool", "keep element order under parallelism", group="input",
                                chapter=1, role="pipeline", off=True)
-    mixed_precision: str = knob("off", "choice", "Keras dtype policy for the model (logits and loss "
+    mixed_precision: str = knob_field("off", "choice", "Keras dtype policy for the model (logits and loss "
                                 "stay float32)", group="precision", choices=MIXED_PRECISION, chapter=3,
                                 role="compute", off="off", sweep=("off", "mixed_bfloat16", "mixed_float16"))
-    tf32: bool = knob(True, "bool", "allow TF32 matmuls and convolutions on Ampere and newer NVIDIA GPUs "
+    tf32: bool = knob_field(True, "bool", "allow TF32 matmuls and convolutions on Ampere and newer NVIDIA GPUs "
                       "(compute capability >= 8.0; TensorFlow's default); no effect elsewhere",
                       group="precision", chapter=3, role="compute", off=True)
-    execution: str = knob("graph", "choice", "graph: the train step is a tf.function; eager: the same step "
+    execution: str = knob_field("graph", "choice", "graph: the train step is a tf.function; eager: the same step "
                           "run op by op in Python, for comparison", group="graph", choices=EXECUTIONS,
                           chapter=2, role="compute", off="graph")
-    jit_compile: bool = knob(False, "bool", "compile the train step with XLA (its compile time is part of "
+    jit_compile: bool = knob_field(False, "bool", "compile the train step with XLA (its compile time is part of "
                              "warm-up)", group="graph", chapter=2, role="compute",
                              sweep=(False, True))
-    steps_per_execution: int = knob(1, "int", "training steps run inside one call of the step function "
+    steps_per_execution: int = knob_field(1, "int", "training steps run inside one call of the step function "
                                     "(steps and warmup_steps round up to whole calls)",
                                     group="graph", minimum=1, unit="steps", chapter=2, role="compute",
                                     off=1)
-    clip: Optional[str] = knob(None, "spec", "gradient clipping: norm:X per tensor, global_norm:X over "
+    clip: Optional[str] = knob_field(None, "spec", "gradient clipping: norm:X per tensor, global_norm:X over "
                                "all, value:X per element", group="optimizer", validate=parse_clip,
                                none_means=CLIP_ALLOWED, offered=(None, "global_norm:1.0", "norm:1.0",
                                                                  "value:0.5"), chapter=4)
-    optimizer: str = knob("adam", "choice", "the optimizer (momentum is SGD with momentum 0.9)",
+    optimizer: str = knob_field("adam", "choice", "the optimizer (momentum is SGD with momentum 0.9)",
                           group="optimizer", choices=OPTIMIZERS, chapter=4)
-    learning_rate: float = knob(1e-3, "float", "the optimizer's learning rate", group="optimizer",
+    learning_rate: float = knob_field(1e-3, "float", "the optimizer's learning rate", group="optimizer",
                                 minimum=0.0, exclusive_minimum=True, maximum=10.0, log_scale=True,
                                 chapter=4)
-    weight_decay: Optional[float] = knob(
+    weight_decay: Optional[float] = knob_field(
         None, "float", "weight decay: decoupled (AdamW) for adamw, an L2 penalty on the kernels in the "
         "loss for the others", group="optimizer", minimum=0.0, exclusive_minimum=True, maximum=1.0,
         optional=True, none_means="the optimizer's own default: 0.004 for adamw, none for the others",
         offered=(None, 1e-4, 1e-3, 1e-2, 0.1, 0.5), chapter=4)
-    grad_norms: bool = knob(False, "bool", "record each step's global gradient norm before clipping "
+    grad_norms: bool = knob_field(False, "bool", "record each step's global gradient norm before clipping "
                             "(unscaled under mixed_float16), and the loss scale; costs a reduction per step",
                             group="optimizer", chapter=4)
-    strategy: str = knob("default", "choice", "distribution strategy", group="distribution",
+    strategy: str = knob_field("default", "choice", "distribution strategy", group="distribution",
                          choices=STRATEGIES, chapter=5, role="distribution", off="default")
-    replicas: Optional[int] = knob(None, "int", "replicas for mirrored (GPUs to use, or logical CPU "
+    replicas: Optional[int] = knob_field(None, "int", "replicas for mirrored (GPUs to use, or logical CPU "
                                    "devices on a machine without a GPU)", group="distribution",
                                    minimum=1, optional=True,
                                    none_means="every GPU, or 2 logical CPU devices", chapter=5,
                                    role="distribution")
-    workers: int = knob(2, "int", "worker processes for multi_worker and parameter_server: tfwb starts them "
+    workers: int = knob_field(2, "int", "worker processes for multi_worker and parameter_server: tfwb starts them "
                         "on this machine (TF_CONFIG on loopback; parameter_server adds a chief and a ps) "
                         "unless this process already is part of a cluster", group="distribution",
                         minimum=1, maximum=16, chapter=5, role="distribution")
-    seed: int = knob(0, "int", "seed for data generation, shuffling and weights", group="run", minimum=0,
+    seed: int = knob_field(0, "int", "seed for data generation, shuffling and weights", group="run", minimum=0,
                      fixed="candidates are compared on the same data and weights; set it on the baseline")
-    sample_interval_s: float = knob(0.2, "float", "utilization sampling period", minimum=0.05, unit="s",
+    sample_interval_s: float = knob_field(0.2, "float", "utilization sampling period", minimum=0.05, unit="s",
                                     chapter=0)
-    label: str = knob("", "text", "free text shown in history tables",
+    label: str = knob_field("", "text", "free text shown in history tables",
                       fixed="the search labels each candidate by what it changes")
     _check_workload: bool = field(default=True, repr=False, compare=False)
 

@@ -2,7 +2,7 @@
 
 Pure: reads a RunResult (and optionally a hardware description) and returns
 plain data. The input verdicts and their thresholds are the TF profiler's own
-(``tfwb.bounds``: input wait >= 5 % of step time is moderately, >= 20 % highly
+(``tfwb.bottleneck``: input wait >= 5 % of step time is moderately, >= 20 % highly
 input-bound); which model-side knob to try comes from ``tfwb.expect``'s rules.
 
 Every suggestion carries a bound (``Bound``, in ``Diagnosis.bounds``, parallel to
@@ -37,7 +37,7 @@ from typing import Optional, Tuple
 
 from tfwb import expect
 from tfwb import knobs as _knobs
-from tfwb.bounds import (HIGH_INPUT_FRACTION, INPUT_HIGH, INPUT_MODERATE, MODERATE_INPUT_FRACTION,  # noqa: F401 - re-exported
+from tfwb.bottleneck import (HIGH_INPUT_FRACTION, INPUT_HIGH, INPUT_MODERATE, MODERATE_INPUT_FRACTION,  # noqa: F401 - re-exported
                          NOT_INPUT, input_verdict)
 from tfwb.config import RunConfig
 from tfwb.hardware import Machine, MachineLike

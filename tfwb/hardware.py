@@ -17,6 +17,8 @@ machine; what cannot be read is ``None`` or empty.
 """
 from __future__ import annotations
 
+import ctypes
+
 import glob
 import os
 import platform
@@ -632,3 +634,32 @@ def with_tensorflow_view(hw: MachineLike, tf_gpus: Sequence[Union[Gpu, Mapping[s
     problem = gpu_problem(nvml_gpus, matched, built_with_cuda=built_with_cuda, environ=environ,
                           system=system)
     return hw.replace(gpus=matched, nvml_gpus=nvml_gpus, gpus_from="tensorflow", gpu_problem=problem)
+
+
+def cuda_pci_bus_ids(ordinals: Sequence[int]) -> Dict[int, str]:
+    """PCI bus ids of CUDA devices by ordinal, from the driver API; ``{}`` where unreadable.
+
+    TensorFlow names a GPU ``/physical_device:GPU:<n>`` with n its CUDA ordinal (after
+    ``CUDA_VISIBLE_DEVICES``), so ordinal n here is that GPU. ``cuInit`` is idempotent and
+    already ran when TensorFlow listed its GPUs; ``cuDeviceGet`` and ``cuDeviceGetPCIBusId``
+    need no context and allocate nothing on the device. No TensorFlow: ctypes and the driver.
+    """
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        try:
+            cuda = ctypes.CDLL("nvcuda.dll")           # Windows' name for the driver library
+        except (OSError, AttributeError):
+            return {}
+    if cuda.cuInit(0) != 0:
+        return {}
+    out = {}
+    for n in ordinals:
+        dev = ctypes.c_int()
+        buf = ctypes.create_string_buffer(32)
+        if cuda.cuDeviceGet(ctypes.byref(dev), int(n)) == 0 and \
+                cuda.cuDeviceGetPCIBusId(buf, len(buf), dev) == 0:
+            bus = normalize_pci_bus_id(buf.value)
+            if bus:
+                out[int(n)] = bus
+    return out

@@ -1,6 +1,6 @@
 """The knob table: every RunConfig field declared once, with what it accepts and where it shows.
 
-Each ``RunConfig`` field carries a ``Knob`` in its dataclass metadata (``knob(...)``
+Each ``RunConfig`` field carries a ``Knob`` in its dataclass metadata (``knob_field(...)``
 builds that metadata). Everything else is derived from the declarations:
 
 - validation (``Knob.check``): ``ValueError`` naming the field, the value and what is allowed;
@@ -14,7 +14,7 @@ builds that metadata). Everything else is derived from the declarations:
   a sweep never varies it), read by ``sweep_space`` and ``fixed_reasons``;
 - when it counts as set (``Knob.is_set``: its ``off`` value, or a ``set_when`` predicate).
 
-Adding a knob is one field with its ``knob(...)`` on ``RunConfig``, the code that gives it its
+Adding a knob is one field with its ``knob_field(...)`` on ``RunConfig``, the code that gives it its
 effect, and at most one expectation rule (``tfwb.expect.rules``).
 Pure: no TensorFlow, no UI library.
 """
@@ -25,6 +25,8 @@ import math
 import numbers
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Tuple
+
+from tfwb.renamed import deprecated_alias
 
 #: Knob kinds. ``spec`` is a string with its own grammar (``clip``); ``cache`` is
 #: False / True (memory) / a file path prefix; ``text`` is free text.
@@ -270,7 +272,7 @@ class Knob:
         return str(value)
 
 
-def knob(default: Any, kind: str, help: str, **kw: Any) -> Any:  # noqa: A002 - mirrors argparse
+def knob_field(default: Any, kind: str, help: str, **kw: Any) -> Any:  # noqa: A002 - mirrors argparse
     """A dataclass field with a ``Knob`` in its metadata (use inside ``RunConfig``)."""
     return dataclasses.field(default=default, metadata={"knob": Knob(kind, help, **kw)})
 
@@ -385,3 +387,10 @@ def markdown_table(cls: Any) -> str:
         lines.append(f"| `{name}` | `{default!r}`{unit} | {k.allowed()} | {k.group or '—'} | "
                      f"{chapter} | {k.help} |")
     return "\n".join(lines)
+
+
+def __getattr__(name: str) -> Any:
+    """The tfwb 0.1 name ``knob`` (now ``knob_field``), with a DeprecationWarning (until 0.3)."""
+    if name == "knob":
+        return deprecated_alias(__name__, "knob", "knob_field", lambda: knob_field)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

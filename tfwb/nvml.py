@@ -3,7 +3,7 @@
 Owns all use of ``pynvml`` (package ``nvidia-ml-py``). NVML starts on first use, never at
 import or construction. A field the driver refuses (``NVMLError``, e.g. NotSupported)
 becomes ``None`` for that GPU instead of losing the sample. The ``nvml`` argument of each
-entry point takes a stand-in module, so tests need no GPU (``tfwb.monitor.fakes``).
+entry point takes a stand-in module, so tests need no GPU (``tests/nvml_fakes.py``).
 """
 from __future__ import annotations
 

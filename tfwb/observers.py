@@ -30,7 +30,7 @@ observer that needs a step's loss or final time reads entries below it
 Built in here (pure): ``Progress`` (a callback with steps done and total),
 ``StopAtLoss`` (stop when the loss reaches a target), ``StopFlag`` (stop when
 another thread sets it: the Workbench's Stop button). The utilization ``Sampler``
-(``tfwb.monitor``) is an observer too; ``tfwb.tf.lab.profiler.ProfileWindow`` captures a
+(``tfwb.utilization``) is an observer too; ``tfwb.tf.lab.profiler.ProfileWindow`` captures a
 profiler trace for a window of steps and ``tfwb.tf.lab.tensorboard.Scalars`` writes
 TensorBoard event files.
 """

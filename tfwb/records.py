@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterable, Optional, Tuple
 
 from tfwb import stats
-from tfwb.bounds import input_fraction
+from tfwb.bottleneck import input_fraction
 from tfwb.config import RunConfig
 from tfwb.diagnosis import diagnose
 
@@ -201,7 +201,7 @@ class RunResult:
         flops_uncounted: ``"name (ClassName)"`` of every layer the count could not read.
         peak_flops_per_s: this machine's measured peak FLOP/s in the run's compute dtype
             (``compute_dtype``) on the devices the step ran on (a matmul benchmark,
-            ``tfwb.tf.runner.peak.measure_peak``, cached per machine; times the replicas
+            ``tfwb.tf.runner.matmul_peak.measure_peak``, cached per machine; times the replicas
             when they are separate accelerators); ``None`` when not measured (``peak_reason``).
         peak_device: what the peak was measured on (``"CPU (2 cores)"``, ``"GPU 0: ..."``).
         peak_reason: why there is no measured peak (``""`` when there is one).
@@ -394,7 +394,7 @@ class RunResult:
     def input_wait_fraction(self) -> Optional[float]:
         """Total input wait / total step time over the measured steps; with staged batches
         (``data_source="memory"``) only the wait above the iterator's own ``input_floor_s``
-        counts (``tfwb.bounds.input_fraction``)."""
+        counts (``tfwb.bottleneck.input_fraction``)."""
         return input_fraction(self.step_times_s, self.input_wait_s, self.input_floor_s)
 
     @property

@@ -14,7 +14,7 @@ ways to ask "is this difference real?":
 * ``learn_noise(groups)``: that band, learned from repeated identical runs
   (``DEFAULT_NOISE`` until there are enough).
 * ``compare_rounds(baseline, candidate)``: per-round times of two configurations
-  run in alternation (``tfwb.tf.lab.interleave.compare_interleaved``). Each round's
+  run in alternation (``tfwb.tf.lab.side_by_side.compare_interleaved``). Each round's
   ratio pairs two measurements taken seconds apart, so slow drift cancels; a
   difference is significant when the rounds agree in sign often enough (a two-sided
   sign test at 5 %), and the verdict carries a distribution-free 95 % confidence

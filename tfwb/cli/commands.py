@@ -33,7 +33,7 @@ import sys
 import textwrap
 from typing import Callable, List, Optional, Sequence
 
-from tfwb import hardware, report, tfconfig
+from tfwb import hardware, report, cluster_spec
 from tfwb.cli import sweep as sweep_command
 from tfwb.cli.drawer import Drawer, say, stderr_for_drawing
 from tfwb.cli.options import (EXIT_INTERRUPTED, PROG, HelpFormatter, add_knob_options, allowed_text, default_text,
@@ -204,24 +204,24 @@ def worker_error(args: argparse.Namespace, message: str, status: int) -> int:
     """``worker``'s error: on stderr, and as a report line for a local cluster; returns ``status``."""
     say(f"{PROG} worker: error: {message}", err=True)
     if args.report:
-        say(tfconfig.REPORT + json.dumps({"event": "error", "message": message}))
+        say(cluster_spec.REPORT + json.dumps({"event": "error", "message": message}))
     return status
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """One worker of a TF_CONFIG cluster: checks TF_CONFIG and its own port before TensorFlow loads."""
     try:
-        tfc = tfconfig.from_environ()
+        tfc = cluster_spec.from_environ()
     except ValueError as e:
         return worker_error(args, str(e), 2)
     try:
-        tfconfig.join_local_cluster()   # a local cluster's worker: its private network, its cores, die with the parent
+        cluster_spec.join_local_cluster()   # a local cluster's worker: its private network, its cores, die with the parent
     except OSError as e:
         return worker_error(args, str(e), 1)
     try:
-        tfconfig.check_own_port(tfc)    # in the network its server will listen in
+        cluster_spec.check_own_port(tfc)    # in the network its server will listen in
     except ValueError as e:
-        return worker_error(args, str(e), tfconfig.EXIT_PORT_TAKEN)
+        return worker_error(args, str(e), cluster_spec.EXIT_PORT_TAKEN)
     data: dict = {}
     try:
         if args.config:

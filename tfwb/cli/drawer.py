@@ -26,7 +26,7 @@ import os
 import sys
 from typing import Callable, Iterator, Optional, TextIO
 
-from tfwb.sweeps.progress import SweepProgress
+from tfwb.search.progress import SweepProgress
 
 __all__ = ["say", "Drawer", "step_text", "sweep_line", "stderr_for_drawing"]
 

@@ -5,7 +5,7 @@
 The baseline (the naive configuration every candidate changes) takes every knob as
 an option, exactly as ``run`` does (``--batch-size 32``); ``--knob NAME=V1,V2,...``
 (repeatable) names a knob to search and its values, spelt as the knob's option takes
-them. Without ``--knob`` the sweep searches ``tfwb.sweeps.space.default_space`` (every knob
+them. Without ``--knob`` the sweep searches ``tfwb.search.space.default_space`` (every knob
 declared with ``sweep=(values...)``). The search
 is ``tfwb.sweep`` (successive halving), its runner called as ``runner(cfg, observers)``;
 its bar is ``tfwb.cli.drawer.Drawer.sweep``.
@@ -37,9 +37,9 @@ from tfwb.cli.options import EXIT_INTERRUPTED, PROG, HelpFormatter, add_knob_opt
 from tfwb.config import KNOBS, RunConfig
 from tfwb.hardware import detect
 from tfwb.knobs import sweep_space
-from tfwb.sweeps import SweepResult, sweep
-from tfwb.sweeps.search import Runner
-from tfwb.sweeps.space import FIXED_KNOBS, check_space
+from tfwb.search import SweepResult, sweep
+from tfwb.search.halving import Runner
+from tfwb.search.space import FIXED_KNOBS, check_space
 
 #: Files the sweep writes in ``--out`` (``--force`` replaces these, and only these).
 RUNS_FILE, REPORT_FILE, RUNGS_PNG, FINALISTS_PNG, SUMMARY_FILE = (
@@ -178,7 +178,7 @@ def _out_folder(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Op
 
 def write_outputs(result: SweepResult, out: str, hardware: Optional[Dict[str, Any]] = None) -> List[str]:
     """Write the report, the charts and the summary into ``out``; return the paths written."""
-    from tfwb.ui.charts.sweep import finalists_png, rungs_png   # lazy: matplotlib only when writing charts
+    from tfwb.ui.charts.candidates import finalists_png, rungs_png   # lazy: matplotlib only when writing charts
 
     written = []
     for name, png in ((RUNGS_PNG, rungs_png(result)), (FINALISTS_PNG, finalists_png(result))):

@@ -7,7 +7,7 @@ agree" is decided by tested code, never by a conditional written in a notebook c
   ``equal`` (one measured value), ``unjudged``;
 - ``tfwb.expect.rules``: what each knob does on a machine, one table keyed by knob (``RULES``);
 - here: ``expected_for(hardware, knob, value, baseline)`` (one rule, with the bound read from
-  the baseline) and ``knob(hardware, baseline, **change)`` (the A/B expectation for turning
+  the baseline) and ``change(hardware, baseline, **change)`` (the A/B expectation for turning
   knobs), and ``table()`` (every rule on every described machine).
 
 Pure: no TensorFlow. ``tfwb.hardware.DESCRIBED`` holds described machines (a 2-core AVX2
@@ -18,9 +18,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
+from tfwb.renamed import deprecated_alias
 from tfwb import hardware as _hardware
 from tfwb import knobs as _knobs
-from tfwb.bounds import BOUNDS, COMPUTE, INPUT, OVERHEAD, OVERHEAD_GPU_BUSY_PCT, bound_of, check_bound
+from tfwb.bottleneck import BOUNDS, COMPUTE, INPUT, OVERHEAD, OVERHEAD_GPU_BUSY_PCT, bound_of, check_bound
 from tfwb.config import RunConfig
 from tfwb.hardware import MachineLike
 from tfwb.expect.checks import (AB, AGREED, CANNOT_TELL, DIRECTIONS, DISAGREED, FASTER, NOT_FASTER,
@@ -30,7 +31,7 @@ from tfwb.expect.rules import (MEMORY_MEASURES, PREFETCH_MIN_HIDDEN, RULES, SOUR
                                best_compute_capability, default_device, precision_memory, source, target, where)
 
 __all__ = [
-    "ab", "check", "at_least", "at_most", "equal", "unjudged", "knob", "expected_for", "table",
+    "ab", "check", "at_least", "at_most", "equal", "unjudged", "change", "expected_for", "table",
     "precision_memory", "default_device", "where", "target", "best_compute_capability", "bound_of",
     "source", "SOURCES",
     "AB", "Check", "Expected", "Threshold", "Equal", "Unjudged", "RULES", "KNOWN", "COMPUTE_KNOBS",
@@ -113,7 +114,7 @@ def _combine(parts: Sequence[Expected]) -> Expected:
                      f"({', '.join(sorted(str(d) for d in directions))}): check them one at a time")
 
 
-def knob(hardware: MachineLike, baseline: Any = None, **change: Any) -> AB:
+def change(hardware: MachineLike, baseline: Any = None, **change: Any) -> AB:
     """The A/B expectation for changing knobs on this hardware (``expected_for``, as an ``AB``).
 
     Args:
@@ -128,7 +129,7 @@ def knob(hardware: MachineLike, baseline: Any = None, **change: Any) -> AB:
 
     Example:
         >>> from tfwb.hardware import DESCRIBED
-        >>> e = knob(DESCRIBED["binder-2core-avx2"], mixed_precision="mixed_float16")
+        >>> e = change(DESCRIBED["binder-2core-avx2"], mixed_precision="mixed_float16")
         >>> e.expected, e.claim
         ('slower', "mixed_precision='mixed_float16' on this CPU (2 cores, AVX2)")
         >>> print(e.check([1.0] * 9, [1.6] * 9))   # doctest: +NORMALIZE_WHITESPACE
@@ -136,7 +137,7 @@ def knob(hardware: MachineLike, baseline: Any = None, **change: Any) -> AB:
         Measured: 1.60x slower. Result: agreed.
     """
     if not change:
-        raise ValueError("name at least one knob to change, e.g. knob(hw, mixed_precision='mixed_float16')")
+        raise ValueError("name at least one knob to change, e.g. change(hw, mixed_precision='mixed_float16')")
     parts = [expected_for(hardware, k, v, baseline) for k, v in change.items()]
     e = _combine(parts)
     strategy = change.get("strategy", getattr(_config(baseline), "strategy", None))
@@ -181,7 +182,7 @@ def table(machines: Optional[Mapping[str, Mapping[str, Any]]] = None,
         "runs on its host CPU); `-` means no fixed expectation on that machine (the reason says",
         "what it depends on). A row without a bound has no measured baseline; \"compute-bound run\"",
         "means a baseline measured busy. A chapter prints the same sentence for the reader's own",
-        "machine (`tfwb.expect.knob(hw, baseline, ...)`), then checks it against the measurement.",
+        "machine (`tfwb.expect.change(hw, baseline, ...)`), then checks it against the measurement.",
         "The source column names the published facts each rule rests on.",
         "",
         "| change | " + " | ".join(names) + " |",
@@ -199,3 +200,10 @@ def table(machines: Optional[Mapping[str, Mapping[str, Any]]] = None,
                     source(k, kinds[label, name])]
             lines.append("| " + " | ".join(c.replace("|", "/") for c in cell) + " |")
     return "\n".join(lines) + "\n"
+
+
+def __getattr__(name: str) -> Any:
+    """The tfwb 0.1 name ``knob`` (now ``change``), with a DeprecationWarning (until 0.3)."""
+    if name == "knob":
+        return deprecated_alias(__name__, "knob", "change", lambda: change)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Union
 
 from tfwb import stats
-from tfwb.bounds import MODERATE_INPUT_FRACTION
+from tfwb.bottleneck import MODERATE_INPUT_FRACTION
 
 #: Directions an A/B expectation may take (the candidate relative to the baseline).
 FASTER, SLOWER, SAME = stats.FASTER, stats.SLOWER, stats.NO_DIFFERENCE
@@ -164,7 +164,7 @@ def _agrees(expected: str, verdict: str) -> Optional[bool]:
 class AB:
     """An A/B expectation: the candidate is ``expected`` relative to the baseline.
 
-    Build with ``ab()`` or ``knob()``. ``str(e)`` states the expectation (print it
+    Build with ``ab()`` or ``change()``. ``str(e)`` states the expectation (print it
     before the runs); ``e.check(...)`` tests it.
 
     Attributes:

@@ -5,7 +5,7 @@ change (the candidate relative to the baseline) and why, as a function of the ha
 description (``tfwb.hardware.detect()`` or a machine in ``tfwb.hardware.DESCRIBED``),
 never a guess written for one machine. ``baseline`` is the run or config the change is
 made to (its ``strategy`` decides where the step runs); ``bound`` is what limits it
-(``tfwb.bounds``), or None when unknown. A rule raises ``ValueError`` for a value that
+(``tfwb.bottleneck``), or None when unknown. A rule raises ``ValueError`` for a value that
 is the baseline itself.
 
 Adding a knob's expectation is one function here and one entry in ``RULES``. The
@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
 
 from tfwb.hardware import Machine, MachineLike
-from tfwb.bounds import COMPUTE, INPUT, OVERHEAD
+from tfwb.bottleneck import COMPUTE, INPUT, OVERHEAD
 from tfwb.expect.checks import (FASTER, NOT_FASTER, NOT_SLOWER, SAME, SLOWER, Equal, Expected, Threshold,
                                 Unjudged, at_least, at_most, equal)
 

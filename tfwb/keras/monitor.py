@@ -1,6 +1,6 @@
 """``Monitor``: tfwb's measurements inside ``model.fit`` (a Keras callback).
 
-Timing follows the runner's windowed timing (``tfwb.tf.runner.train``): calls of the train
+Timing is the runner's windowed timing (``tfwb.timing``, which the runner uses too): calls of the train
 function run back to back; each call's host time runs from one ``on_train_batch_begin`` to
 the next; a window of calls (``WINDOW_S`` of host time) ends with one device sync, and the
 window's calls are scaled so they add up to its synced wall time. One call runs
@@ -19,26 +19,24 @@ from __future__ import annotations
 
 import math
 import sys
-import threading
-import time
 import warnings
 from typing import Any, Dict, List, Optional, Sequence
 
 import keras
 
+from tfwb import timing
 from tfwb.config import MIXED_PRECISION, OPTIMIZERS, RunConfig
 from tfwb.history import History
 from tfwb.interrupts import InterruptBridge
 from tfwb.keras.input_rate import InputRate, measure
 from tfwb.lifecycle import new_run_id, now_iso, result_from_log, run_clock
-from tfwb.monitor import Sampler
+from tfwb.utilization import Sampler
 from tfwb.observers import RunState, StepLog
 from tfwb.records import Note, RunResult
+from tfwb.timing import WINDOW_S
 
 __all__ = ["Monitor", "WINDOW_S", "REDRAW_S"]
 
-#: A window closes at the first call that begins this long after the window opened (as the runner's).
-WINDOW_S = 0.1
 #: Charts and the progress line are redrawn at most this often.
 REDRAW_S = 2.0
 INTERRUPTED = "interrupted by the user"
@@ -136,7 +134,7 @@ class Monitor(keras.callbacks.Callback):
         t = self._clock()
         if self._open is not None:
             self._end_call(t)
-            if self._window and (t - self._window[0]["start"] >= WINDOW_S
+            if self._window and (timing.window_full(self._window[0]["start"], t, WINDOW_S)
                                  or len(self._calls) == self._warmup_calls):
                 self._close()
                 t = self._redraw_maybe()
@@ -215,20 +213,14 @@ class Monitor(keras.callbacks.Callback):
         self._window.append(call)
 
     def _close(self) -> None:
-        """Sync; spread the window's synced wall time over its calls by their host times."""
+        """Sync; spread the window's synced wall time over its calls by their host times (``tfwb.timing``)."""
         self._sync()
         closed = self._clock()
         w, self._window = self._window, []
-        busy = sum(c["host"] for c in w)
-        wall = busy + max(0.0, closed - (w[-1]["start"] + w[-1]["host"]))
-        t = w[0]["start"]
         self._windows += 1
-        for j, c in enumerate(w):
-            c["window"] = self._windows
-            d = c["host"] * (wall / busy) if busy > 0 else wall / len(w)
-            gap = w[j + 1]["start"] - (c["start"] + c["host"]) if j + 1 < len(w) else 0.0
-            c["start"], c["time"] = t, d
-            t += d + gap
+        starts, times = timing.spread([c["start"] for c in w], [c["host"] for c in w], closed)
+        for c, start, d in zip(w, starts, times):
+            c["window"], c["start"], c["time"] = self._windows, start, d
 
     def _settle(self) -> None:
         """Close the open call and window (epoch end, validation, train end)."""

@@ -1,6 +1,6 @@
 """A sweep's progress bar in a notebook: pass it as ``tfwb.sweep(..., progress=bar)``.
 
-A thin widget over the pure ``tfwb.sweeps.progress.SweepProgress``: a bar of the planned runs
+A thin widget over the pure ``tfwb.search.progress.SweepProgress``: a bar of the planned runs
 (it fills as runs finish and moves within a run step by step) and one line of text
 (``SweepProgress.text()``). It updates in place in JupyterLab, Notebook 7, VS Code and
 Colab, and can be built and driven without being shown (tests set it and read it).
@@ -18,7 +18,7 @@ from typing import Any
 import ipywidgets as W
 from IPython.display import display
 
-from tfwb.sweeps.progress import SweepProgress
+from tfwb.search.progress import SweepProgress
 
 #: Bar resolution: the bar counts thousandths of the planned work.
 STEPS = 1000

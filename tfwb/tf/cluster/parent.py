@@ -13,11 +13,11 @@ chief's reported steps, one step log -> RunResult conversion). ``run_cluster``:
    GPUs than workers, or GPUs whose memory this process's runtime already holds
    (``holds_gpu_memory``), every worker runs on the CPU and the result's notes say why;
 2. chooses free loopback ports (checked) and writes each worker's ``TF_CONFIG``
-   (``tfwb.tfconfig.local``: worker 0 is the chief), and gives the cluster a private
+   (``tfwb.cluster_spec.local``: worker 0 is the chief), and gives the cluster a private
    network: TensorFlow's gRPC servers listen on every interface (``0.0.0.0``; no
-   option binds them to loopback, see ``tfwb.tfconfig``), so every process of the
+   option binds them to loopback, see ``tfwb.cluster_spec``), so every process of the
    cluster runs in one network namespace whose only interface is loopback, made by a
-   small holder process (``tfwb.tfconfig.hold_private_network``). Where the system
+   small holder process (``tfwb.cluster_spec.hold_private_network``). Where the system
    allows no namespace (a container's seccomp profile, AppArmor's restriction on user
    namespaces, not Linux), ``TFWB_CLUSTER_NETWORK`` decides: ``auto`` (default) runs on
    every interface and says so in the result's notes and a warning, ``private``
@@ -69,7 +69,7 @@ import warnings
 from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
 
 import tfwb
-from tfwb import tfconfig
+from tfwb import cluster_spec
 from tfwb.config import RunConfig
 from tfwb.interrupts import InterruptBridge
 from tfwb.lifecycle import Lifecycle, new_run_id, now_iso
@@ -80,7 +80,7 @@ from tfwb.tf.runner.strategies import CLUSTER_STRATEGIES, cpu_cores, in_worker
 from tfwb.tf.workloads.image_files import ensure_images
 from tfwb.workloads import Ref, get_workload
 
-REPORT = tfconfig.REPORT
+REPORT = cluster_spec.REPORT
 #: Seconds the cluster has from starting its processes until every worker finished its first step
 #: (TensorFlow imported, cluster joined, model built, step traced).
 START_TIMEOUT_S = 300.0
@@ -88,7 +88,7 @@ START_TIMEOUT_S = 300.0
 STEP_TIMEOUT_S = 60.0
 #: Memory one worker process needs (TensorFlow, a small model, its pipeline), for the capacity check.
 WORKER_MEMORY_MIB = 700
-EXIT_PORT_TAKEN = tfconfig.EXIT_PORT_TAKEN
+EXIT_PORT_TAKEN = cluster_spec.EXIT_PORT_TAKEN
 PORT_ATTEMPTS = 3
 POLL_S = 0.05
 
@@ -182,7 +182,7 @@ def placement(workers: int, parameter_server: bool = False) -> List[dict]:
 
     One entry per worker; with ``parameter_server`` also the chief first and the ps last
     (both on every core, no GPU: they coordinate and hold variables, the workers compute),
-    in the order of ``tfwb.tfconfig.local``.
+    in the order of ``tfwb.cluster_spec.local``.
 
     With fewer GPUs than workers (one Colab T4, one A100) every worker runs on the CPU
     (no GPU at all, ``cpu_note`` says why) instead of two workers sharing a card. So does
@@ -282,7 +282,7 @@ def workload_spec(name: str) -> Optional[dict]:
 class _Worker:
     """One worker process as the parent sees it."""
 
-    def __init__(self, index: int, tfc: tfconfig.TFConfig, proc: subprocess.Popen, err_path: str,
+    def __init__(self, index: int, tfc: cluster_spec.TFConfig, proc: subprocess.Popen, err_path: str,
                  reports: bool = True) -> None:
         self.index, self.tfc, self.proc, self.err_path = index, tfc, proc, err_path
         self.reports = reports         # trains and reports steps (a parameter_server's workers and ps serve)
@@ -387,7 +387,7 @@ def _kill(workers: Sequence[_Worker]) -> None:
 
 
 class PrivateNetwork:
-    """The local cluster's network namespace: a holder process its workers join (``tfwb.tfconfig``).
+    """The local cluster's network namespace: a holder process its workers join (``tfwb.cluster_spec``).
 
     ``PrivateNetwork.start()`` returns a holder whose namespace is ready, or one with
     ``pid`` None and ``why`` saying why there is none; ``close()`` ends the holder.
@@ -407,7 +407,7 @@ class PrivateNetwork:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-c", "import sys, tfwb.tfconfig as t; sys.exit(t.hold_private_network())"],
+                [sys.executable, "-c", "import sys, tfwb.cluster_spec as t; sys.exit(t.hold_private_network())"],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
                 start_new_session=True)
         except OSError as e:
@@ -418,7 +418,7 @@ class PrivateNetwork:
             line = lines.get(timeout=timeout_s).decode(errors="replace").strip()
         except queue.Empty:
             line = f"@tfwb-network failed: no answer within {timeout_s:g} s"
-        if line.startswith(tfconfig.NETWORK_READY):
+        if line.startswith(cluster_spec.NETWORK_READY):
             return cls(proc, how=line.split(":", 1)[1].strip())
         network = cls(proc, why=line.split(":", 1)[1].strip() if ":" in line else (line or "the holder ended"))
         network.close()
@@ -437,7 +437,7 @@ class PrivateNetwork:
                 pipe.close()
 
 
-def _worker_env(tfc: tfconfig.TFConfig, share: dict, machine_has_gpus: bool,
+def _worker_env(tfc: cluster_spec.TFConfig, share: dict, machine_has_gpus: bool,
                 netns_pid: Optional[int] = None) -> Dict[str, str]:
     env = dict(os.environ)
     env.update({
@@ -448,9 +448,9 @@ def _worker_env(tfc: tfconfig.TFConfig, share: dict, machine_has_gpus: bool,
         "PYTHONUNBUFFERED": "1",
     })
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env.pop(tfconfig.NETNS_ENV, None)
+    env.pop(cluster_spec.NETNS_ENV, None)
     if netns_pid is not None:
-        env[tfconfig.NETNS_ENV] = str(netns_pid)
+        env[cluster_spec.NETNS_ENV] = str(netns_pid)
     if machine_has_gpus:         # its own GPUs; none for a parameter_server's chief and ps
         env["CUDA_VISIBLE_DEVICES"] = ",".join(share["gpus"])
         env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"    # take GPU memory as it is needed, not all at start
@@ -504,7 +504,7 @@ def run_cluster(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_err
 
         if in_worker():
             raise ValueError("this process is already a worker of a cluster (TF_CONFIG is set: "
-                             f"{tfconfig.from_environ().who}); a worker cannot start a cluster of its own. "
+                             f"{cluster_spec.from_environ().who}); a worker cannot start a cluster of its own. "
                              f"Here tfwb.run(strategy={cfg.strategy!r}) runs this process's part; start "
                              "local clusters from a process without TF_CONFIG")
         if dataset is not None:
@@ -522,7 +522,7 @@ def run_cluster(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_err
                              "evenly among them)")
         if cfg.workload == "images":
             ensure_images(cfg.resolved_size, cfg.seed)   # once here, not raced by every worker
-        network = open_network(tfconfig.network_mode())
+        network = open_network(cluster_spec.network_mode())
     except ValueError as e:
         return _failed_before_start(cfg, e, raise_errors, started_at)
     sent = cfg.replace(size=cfg.resolved_size)           # what size='auto' means in this process
@@ -541,7 +541,7 @@ def run_cluster(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_err
 
 
 def open_network(mode: str) -> Optional[PrivateNetwork]:
-    """The cluster's private network for ``mode`` (``tfwb.tfconfig.NETWORK_MODES``); None: every interface.
+    """The cluster's private network for ``mode`` (``tfwb.cluster_spec.NETWORK_MODES``); None: every interface.
 
     Raises:
         ValueError: with ``mode="private"`` where this system allows no network namespace.
@@ -550,10 +550,10 @@ def open_network(mode: str) -> Optional[PrivateNetwork]:
         return None
     network = PrivateNetwork.start()
     if network.pid is None and mode == "private":
-        raise ValueError(f"{tfconfig.NETWORK_ENV}=private, and this system allows no private network for the "
+        raise ValueError(f"{cluster_spec.NETWORK_ENV}=private, and this system allows no private network for the "
                          f"cluster ({network.why}): TensorFlow's servers would listen on every interface "
                          "(0.0.0.0). Allow unprivileged user namespaces (or run as root), or set "
-                         f"{tfconfig.NETWORK_ENV}=auto to run on every interface with a warning")
+                         f"{cluster_spec.NETWORK_ENV}=auto to run on every interface with a warning")
     return network
 
 
@@ -570,13 +570,13 @@ def network_note(network: Optional[PrivateNetwork], seconds: Optional[float] = N
                 "interface is loopback): its processes reached each other on 127.0.0.1 and nothing outside "
                 "the cluster could reach them (TensorFlow binds its servers to 0.0.0.0)")
     why = (f"this system allows no private network namespace: {network.why}" if network is not None
-           else f"{tfconfig.NETWORK_ENV}=open")
+           else f"{cluster_spec.NETWORK_ENV}=open")
     during = f" for {seconds:.0f} s" if seconds is not None else ""
     return ({"private": False, "why": why},
             f"the cluster's gRPC servers listened on every network interface of this machine{during} "
             f"(TensorFlow binds them to 0.0.0.0; {why}): any host that could reach this machine could have "
             "sent them TensorFlow work, file reads and writes included. Set "
-            f"{tfconfig.NETWORK_ENV}=private to refuse instead, or allow unprivileged user namespaces")
+            f"{cluster_spec.NETWORK_ENV}=private to refuse instead, or allow unprivileged user namespaces")
 
 
 class _Cluster:
@@ -605,7 +605,7 @@ class _Cluster:
     # -- starting -------------------------------------------------------------------------
     def _spawn(self) -> None:
         ps = self.cfg.strategy == "parameter_server"
-        tfcs = tfconfig.local(self.cfg.workers, parameter_servers=1 if ps else 0)
+        tfcs = cluster_spec.local(self.cfg.workers, parameter_servers=1 if ps else 0)
         config_path = os.path.join(self.tmp, "config.json")
         with open(config_path, "w") as fh:
             json.dump(self.sent.to_dict(), fh)

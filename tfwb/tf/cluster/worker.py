@@ -14,7 +14,7 @@ import sys
 import time
 from typing import Any, List, Optional, Sequence
 
-from tfwb import tfconfig
+from tfwb import cluster_spec
 from tfwb.config import RunConfig
 from tfwb.observers import Observer, RunState
 from tfwb.records import RunResult
@@ -22,7 +22,7 @@ from tfwb.tf.runner.strategies import CLUSTER_STRATEGIES, cpu_cores, multi_worke
 from tfwb.tf.runner.train import run_process
 from tfwb.workloads import register_workload
 
-REPORT = tfconfig.REPORT
+REPORT = cluster_spec.REPORT
 
 
 def register_spec(spec: Optional[dict]) -> None:
@@ -79,7 +79,7 @@ class Reporter(Observer):
         self._sent = len(log.losses)
 
 
-def serve(tfc: tfconfig.TFConfig, report: bool = False) -> None:
+def serve(tfc: cluster_spec.TFConfig, report: bool = False) -> None:
     """Serve as a ``parameter_server`` cluster's worker or ps: start TensorFlow's server; never return.
 
     The chief schedules steps on the workers and keeps variables on the ps tasks
@@ -117,7 +117,7 @@ def worker_main(cfg: RunConfig, *, report: bool = False, observers: Sequence[Obs
         ValueError: without a (well-formed) ``TF_CONFIG``, or for a strategy that does
             not run on a cluster.
     """
-    tfc = tfconfig.from_environ()
+    tfc = cluster_spec.from_environ()
     if cfg.strategy not in CLUSTER_STRATEGIES:
         raise ValueError(f"strategy={cfg.strategy!r} is not allowed in a worker; a worker runs "
                          f"strategy {' or '.join(map(repr, CLUSTER_STRATEGIES))}")

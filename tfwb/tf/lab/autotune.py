@@ -35,7 +35,7 @@ import tensorflow as tf
 from tfwb.config import RunConfig
 from tfwb.records import RunResult
 from tfwb.tf.lab.profiler import ProfilerSession
-from tfwb.tf.lab.timing import dataset_throughput
+from tfwb.tf.lab.stopwatch import dataset_throughput
 from tfwb.workloads import get_workload
 from tfwb.tf.runner.pipeline import Tuning, build_dataset
 from tfwb.tf.run import run
@@ -259,7 +259,7 @@ def scan(cfg: RunConfig, setting: str, values: Iterable[Optional[int]], *, batch
         setting: a ``tfwb.tf.runner.pipeline.Tuning`` field: ``map_parallel_calls``,
             ``interleave_parallel_calls``, ``prefetch_buffer`` or ``io_threads``.
         values: the values to try; ``None`` is the default (AUTOTUNE).
-        batches, warmup: as in ``tfwb.tf.lab.timing.dataset_throughput``.
+        batches, warmup: as in ``tfwb.tf.lab.stopwatch.dataset_throughput``.
         workload: the workload (default: ``cfg.workload``'s).
 
     Returns:

@@ -37,6 +37,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfwb import report, stats
+from tfwb.renamed import deprecated_alias
 from tfwb.config import RunConfig
 from tfwb.observers import Observer, RunState, StopAtLoss
 from tfwb.records import RunResult
@@ -44,13 +45,13 @@ from tfwb.workloads import get_workload
 from tfwb.tf.runner.devices import setup_devices
 from tfwb.tf.runner.optimizers import make_optimizer
 from tfwb.tf.runner.pipeline import build_dataset
-from tfwb.tf.runner.step import per_example_loss
+from tfwb.tf.runner.train_step import per_example_loss
 from tfwb.tf.run import run
 from tfwb.tf.runner.train import prepared
 
-__all__ = ["to_target", "TargetRuns", "lr_sweep", "Sweep", "schedule_curves", "ScheduleCurve", "clip_directions", "ClipDirections",
+__all__ = ["to_target", "TargetRuns", "lr_sweep", "LearningRateSweep", "schedule_curves", "ScheduleCurve", "clip_directions", "ClipDirections",
            "ClipDirection", "HeldOutLoss", "held_out", "held_out_curves", "cosine", "blew_up",
-           "gain", "target_table", "sweep_table", "held_out_table"]
+           "gain", "target_table", "lr_sweep_table", "held_out_table"]
 
 #: Losses averaged (per call of the step function) when ``to_target`` decides the target is reached.
 TARGET_WINDOW = 10
@@ -232,7 +233,7 @@ def to_target(cfg: RunConfig, target: float, seeds: Sequence[int] = (0, 1, 2), *
 
 # -- learning-rate sweep -----------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Sweep:
+class LearningRateSweep:
     """The loss after a fixed number of steps, for each learning rate.
 
     Attributes:
@@ -303,7 +304,7 @@ def _loss_value(out) -> float:
 
 
 def lr_sweep(cfg: RunConfig, rates: Sequence[float], *, steps: Optional[int] = None,
-             tail: int = SWEEP_TAIL) -> Sweep:
+             tail: int = SWEEP_TAIL) -> LearningRateSweep:
     """Train ``cfg`` for ``steps`` steps at each learning rate, from the same start.
 
     Every rate starts from the same initial weights, optimizer state and first batch
@@ -316,7 +317,7 @@ def lr_sweep(cfg: RunConfig, rates: Sequence[float], *, steps: Optional[int] = N
         tail: the final loss is the median of the last ``tail`` losses (at most ``steps``).
 
     Returns:
-        A ``Sweep``. A rate whose loss stops being finite is marked diverged (with the
+        A ``LearningRateSweep``. A rate whose loss stops being finite is marked diverged (with the
         step) and the next rate starts clean.
 
     Raises:
@@ -365,7 +366,7 @@ def lr_sweep(cfg: RunConfig, rates: Sequence[float], *, steps: Optional[int] = N
             curves.append(tuple(losses))
             diverged.append(at)
             finals.append(None if at is not None else stats.median(losses[-min(tail, len(losses)):]))
-    return Sweep(cfg, rates, calls * cfg.steps_per_execution, tail, tuple(finals), tuple(diverged),
+    return LearningRateSweep(cfg, rates, calls * cfg.steps_per_execution, tail, tuple(finals), tuple(diverged),
                  tuple(curves), first)
 
 
@@ -778,7 +779,7 @@ def target_table(runs: Sequence[TargetRuns]) -> Tuple[Tuple[str, ...], list]:
     return headers, rows
 
 
-def sweep_table(sweeps: Sequence[Sweep]) -> Tuple[Tuple[str, ...], list]:
+def lr_sweep_table(sweeps: Sequence[LearningRateSweep]) -> Tuple[Tuple[str, ...], list]:
     """``(headers, rows)``: per sweep, the best rate, its loss, and the rates that diverged."""
     headers = ("optimizer", "best learning rate", "loss there", "start", "diverged at rates")
     rows = [(s.label, "-" if s.best_rate is None else f"{s.best_rate:g}", _q(s.best_loss, ".3f"),
@@ -806,3 +807,11 @@ def held_out_table(results: Sequence[RunResult]) -> Tuple[Tuple[str, ...], list]
                      f"{c['held_out_loss'][-1]:.3f}", f"{min(c['held_out_loss']):.3f}",
                      "-" if not accuracy else f"{accuracy[-1]:.1%}"))
     return headers, rows
+
+
+def __getattr__(name: str) -> Any:
+    """The tfwb 0.1 names ``Sweep`` and ``sweep_table``, with a DeprecationWarning (until 0.3)."""
+    old = {"Sweep": "LearningRateSweep", "sweep_table": "lr_sweep_table"}
+    if name in old:
+        return deprecated_alias(__name__, name, old[name], lambda: globals()[old[name]])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

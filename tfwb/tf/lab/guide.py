@@ -11,7 +11,7 @@ all. The pipelines here are the guide's, as written (including one quirk:
 ``num_samples``, so its two "files" hold 0 and 1 samples).
 
 What differs is the timing: each variant is timed ``repeats`` times with
-``tfwb.tf.lab.timing.time_calls`` (``perf_counter``, warm-up apart), variants in
+``tfwb.tf.lab.stopwatch.time_calls`` (``perf_counter``, warm-up apart), variants in
 rounds so drift hits all alike, and the ratio is of medians. Every pair can run
 twice: with tf.data's default rewrites (what the guide's reader gets today; the
 guide's "naive" pipeline already has a prefetch injected) and with them off (the
@@ -32,7 +32,7 @@ import tensorflow as tf
 
 from tfwb import expect, report, stats
 from tfwb.tf.runner import pipeline
-from tfwb.tf.lab.timing import time_calls
+from tfwb.tf.lab.stopwatch import time_calls
 
 SOURCE = ('TensorFlow guide "Better performance with the tf.data API" '
           "(https://www.tensorflow.org/guide/data_performance)")

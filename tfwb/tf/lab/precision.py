@@ -41,7 +41,7 @@ import tensorflow as tf
 
 from tfwb.config import MIXED_PRECISION, RunConfig
 from tfwb.workloads import get_workload
-from tfwb.tf.runner.step import per_example_loss
+from tfwb.tf.runner.train_step import per_example_loss
 from tfwb.tf.runner.train import prepared
 from tfwb.tf.run import run
 from tfwb.tf.runner.quiet import TF_LOG_LINE, native_stderr_captured

@@ -19,10 +19,9 @@ strategy keeps using ``/CPU:0``, which shares the same cores and threads.
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import threading
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional
 
 import tensorflow as tf
 
@@ -106,35 +105,6 @@ _machine_lock = threading.Lock()
 _machine: Dict[str, Machine] = {}
 
 
-def _cuda_pci_bus_ids(ordinals: Sequence[int]) -> Dict[int, str]:
-    """PCI bus ids of CUDA devices by ordinal, from the driver API; ``{}`` where unreadable.
-
-    TensorFlow names a GPU ``/physical_device:GPU:<n>`` with n its CUDA ordinal (after
-    ``CUDA_VISIBLE_DEVICES``), so ordinal n here is that GPU. ``cuInit`` is idempotent and
-    already ran when TensorFlow listed its GPUs; ``cuDeviceGet`` and ``cuDeviceGetPCIBusId``
-    need no context and allocate nothing on the device.
-    """
-    try:
-        cuda = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        try:
-            cuda = ctypes.CDLL("nvcuda.dll")           # Windows' name for the driver library
-        except (OSError, AttributeError):
-            return {}
-    if cuda.cuInit(0) != 0:
-        return {}
-    out = {}
-    for n in ordinals:
-        dev = ctypes.c_int()
-        buf = ctypes.create_string_buffer(32)
-        if cuda.cuDeviceGet(ctypes.byref(dev), int(n)) == 0 and \
-                cuda.cuDeviceGetPCIBusId(buf, len(buf), dev) == 0:
-            bus = hardware.normalize_pci_bus_id(buf.value)
-            if bus:
-                out[int(n)] = bus
-    return out
-
-
 def tensorflow_gpus() -> List[Gpu]:
     """The GPUs TensorFlow can use, as ``Gpu`` records (index: TensorFlow's GPU number).
 
@@ -158,7 +128,7 @@ def tensorflow_gpus() -> List[Gpu]:
         gpus.append(Gpu(index=index, name=details.get("device_name"),
                         compute_capability=tuple(int(x) for x in cc) if cc else None))
     if gpus:
-        buses = _cuda_pci_bus_ids([g.index for g in gpus])
+        buses = hardware.cuda_pci_bus_ids([g.index for g in gpus])
         gpus = [Gpu(g.index, g.name, g.memory_total_mib, g.compute_capability,
                     pci_bus_id=buses.get(g.index)) for g in gpus]
     return gpus

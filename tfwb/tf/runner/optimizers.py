@@ -8,7 +8,7 @@ skips non-finite steps; Keras 2's ``get_scaled_loss`` is gone).
 
 ``weight_decay`` is decoupled (AdamW: ``w -= lr * wd * w`` beside the Adam update) for
 ``adamw`` only; for the other optimizers it is an L2 penalty added to the loss in
-``tfwb.tf.runner.step`` (``l2_penalty``), whose gradient then goes through the optimizer's
+``tfwb.tf.runner.train_step`` (``l2_penalty``), whose gradient then goes through the optimizer's
 own scaling. For SGD the two are the same; for Adam they differ (the AdamW paper's point).
 """
 from __future__ import annotations

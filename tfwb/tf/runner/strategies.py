@@ -15,7 +15,7 @@ any work.
 Every strategy trains on the same global batches: ``batch_size`` is the global batch,
 each of the ``num_replicas_in_sync`` replicas gets ``batch_size / replicas`` examples of
 it, and the loss is averaged over the global batch (``tf.nn.compute_average_loss`` in
-``tfwb.tf.runner.step``), so one device, two mirrored replicas and two workers take the same
+``tfwb.tf.runner.train_step``), so one device, two mirrored replicas and two workers take the same
 steps (``distribute`` picks the auto-shard policy that keeps it so across workers).
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import List, Tuple
 
 import tensorflow as tf
 
-from tfwb import tfconfig
+from tfwb import cluster_spec
 from tfwb.book import TPU_PAIR
 from tfwb.config import RunConfig
 from tfwb.hardware import detect_tpu
@@ -166,7 +166,7 @@ def multi_worker_strategy() -> tf.distribute.Strategy:
         raise ValueError("strategy='multi_worker' needs a cluster: in this process tfwb.run starts a "
                          "local one by itself; a process of your own cluster needs TF_CONFIG "
                          "(python -m tfwb worker; see the README's 'Running across machines')")
-    tfconfig.from_environ()                        # a clear message for a bad TF_CONFIG
+    cluster_spec.from_environ()                        # a clear message for a bad TF_CONFIG
     try:
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
     except RuntimeError as e:
@@ -196,7 +196,7 @@ def parameter_server_strategy() -> tf.distribute.Strategy:
         raise ValueError("strategy='parameter_server' needs a cluster: in this process tfwb.run starts a "
                          "local one by itself; in your own cluster run it on the chief (TF_CONFIG task "
                          "'chief'), with python -m tfwb worker serving on the workers and ps")
-    tfc = tfconfig.from_environ()
+    tfc = cluster_spec.from_environ()
     if tfc.task_type != "chief" or "ps" not in tfc.cluster:
         raise ValueError(f"strategy='parameter_server' trains on the cluster's chief, with 'ps' tasks; this is "
                          f"{tfc.who} of a cluster with jobs {', '.join(tfc.cluster)}: a worker or ps only "
@@ -322,7 +322,7 @@ def make_strategy(cfg: RunConfig) -> tf.distribute.Strategy:
 def workers_in_sync(strategy: tf.distribute.Strategy) -> int:
     """How many worker processes train under ``strategy`` (1 outside a cluster)."""
     if is_parameter_server(strategy):
-        return max(1, len(tfconfig.from_environ().cluster.get("worker", ())))
+        return max(1, len(cluster_spec.from_environ().cluster.get("worker", ())))
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is None or not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return 1

@@ -8,7 +8,7 @@ shared with the cluster.
 A custom training loop (GradientTape under the strategy's scope), because it is
 what the seeds teach, it gives exact control over what is timed, and Keras 3
 ``fit`` fails under MultiWorkerMirroredStrategy. How steps are timed is the
-``timing`` knob (``timed_steps``):
+``timing`` knob (``timed_steps``; the loops and the window logic are ``tfwb.timing``'s):
 
 - ``"windowed"`` (default): steps run back to back, as training runs them, and each
   step's host side is timed as ``t0 -> next(iterator) -> t1 -> dispatch -> t2``; a
@@ -36,13 +36,13 @@ Either way ``step_times_s`` is the step's time with its wait for data included a
 What happens around the steps is pluggable (``tfwb.observers``): the utilization
 sampler, progress, and whatever the caller passes in ``observers`` (a target-loss
 stop, a profiler window, TensorBoard scalars, a Stop button). This module only
-orchestrates; the optimizer (``optimizers``), the step function (``step``), the
+orchestrates; the optimizer (``optimizers``), the step function (``train_step``), the
 fingerprint (``fingerprint``) and the devices (``devices``) live in their own modules.
 
 How far from the limit (``limits``): once per run, after its steps (nothing runs in the
 step loop), the model's FLOPs are counted from its layers (``flops.count_flops``: once per
 model build, milliseconds) and this machine's peak in the run's compute dtype is read
-from ``peak.measure_peak`` (a matmul benchmark cached per machine fingerprint: the first
+from ``matmul_peak.measure_peak`` (a matmul benchmark cached per machine fingerprint: the first
 run on a machine pays up to ``PEAK_BUDGET_S`` per dtype, later runs read the cache; in
 one process each peak is read once). Under ``TFWB_FAST=1`` (tests, small chapters) the
 benchmark gets ``FAST_PEAK_BUDGET_S`` per dtype (``measure_peak(quick=True)``: the full
@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import os
 import re
 import time
@@ -73,11 +72,11 @@ from typing import Callable, Iterator, List, Optional, Sequence
 import keras
 import tensorflow as tf
 
-from tfwb import peaks as datasheet
-from tfwb import stats
+from tfwb import datasheet, stats, timing
+from tfwb.timing import WINDOW_S  # noqa: F401 - part of this module's names (__all__)
 from tfwb.config import RunConfig
 from tfwb.lifecycle import Lifecycle, run_clock
-from tfwb.monitor import Sampler, default_probes
+from tfwb.utilization import Sampler, default_probes
 from tfwb.observers import Dispatch, Observer, RunState, StepLog
 from tfwb.records import RunResult
 from tfwb.workloads import Workload, get_workload
@@ -88,16 +87,12 @@ from tfwb.tf.runner.fingerprint import fingerprint
 from tfwb.tf.runner.flops import count_flops
 from tfwb.tf.runner.memory import MemoryPeak
 from tfwb.tf.runner.optimizers import make_optimizer
-from tfwb.tf.runner.step import make_step, per_example_loss, tracing_count
+from tfwb.tf.runner.train_step import make_step, per_example_loss, tracing_count
 from tfwb.tf.runner.strategies import CLUSTER_STRATEGIES, coordinate, distribute, distribution_facts, in_worker, make_strategy, prepare
 
 __all__ = ["run_process", "prepared", "timed_steps", "input_floor_s", "Prepared", "StepLog", "make_optimizer",
            "fingerprint", "WINDOW_S", "limits", "call_overhead_s"]
 
-#: Windowed timing closes a window at the first step that ends this long after the window
-#: began (host clock). The sync at its end (and, on a GPU, the device's idle moment while
-#: the host dispatches the next step) is then a small share of the window.
-WINDOW_S = 0.1
 #: ``next()`` calls timed on a second iterator over staged batches (``input_floor_s``).
 FLOOR_CALLS = 21
 #: Seconds the peak benchmark may take per dtype on a machine's first run (``limits``).
@@ -144,7 +139,7 @@ class Prepared:
 def timed_steps(p: Prepared, n: int, clock: Callable[[], float], log: StepLog, *,
                 state: Optional[RunState] = None, dispatch: Optional[Dispatch] = None,
                 first: int = 0, sync: Optional[Callable[[], None]] = None,
-                window_s: float = WINDOW_S) -> StepLog:
+                window_s: float = timing.WINDOW_S) -> StepLog:
     """Run ``n`` calls of ``p``'s step, timed as ``p.cfg.timing`` says (see the module docstring).
 
     This is all the instrumentation a step gets; ``benchmarks/overhead.py`` measures
@@ -174,142 +169,10 @@ def timed_steps(p: Prepared, n: int, clock: Callable[[], float], log: StepLog, *
     """
     if sync is None:
         sync = device_sync()
+    kw = dict(sync=sync, state=state, dispatch=dispatch, first=first, grad_norms=p.cfg.grad_norms)
     if p.cfg.timing == "per_step":
-        return _per_step(p, n, clock, log, state, dispatch, first, sync)
-    return _windowed(p, n, clock, log, state, dispatch, first, sync, window_s)
-
-
-def _per_step(p, n, clock, log, state, dispatch, first, sync) -> StepLog:
-    """Per-step timing: fetch, step, read the loss, sync devices; every call's own latency."""
-    norms = p.cfg.grad_norms
-    begin = dispatch.on_step_begin if dispatch is not None else ()
-    end = dispatch.on_step_end if dispatch is not None else ()
-    for i in range(n):
-        step = first + i
-        for hook in begin:
-            hook(state, step)
-        t0 = clock()
-        if p.takes_iterator:
-            t1 = t0
-            out = p.step(p.iterator)
-        else:
-            x, y = p.fetch()
-            t1 = clock()
-            out = p.step(x, y)
-        loss_value = float(out["loss"] if norms else out)
-        sync()
-        t2 = clock()
-        log.starts_s.append(t0)
-        log.times_s.append(t2 - t0)
-        if not p.takes_iterator:
-            log.waits_s.append(t1 - t0)
-        log.losses.append(loss_value)
-        if norms:
-            log.grad_norms.append(float(out["grad_norm"]))
-            log.loss_scales.append(float(out["loss_scale"]))
-        for hook in end:
-            hook(state, step)
-        if not math.isfinite(loss_value) and state is not None:
-            state.diverged_at = step              # a NaN/inf loss: nothing after it means anything
-            break
-        if state is not None and state.stop_reason is not None:
-            break
-    return log
-
-
-def _windowed(p, n, clock, log, state, dispatch, first, sync, window_s) -> StepLog:
-    """Windowed timing: host figures per call, one loss read and sync per window (``_close``)."""
-    norms = p.cfg.grad_norms
-    fetch = not p.takes_iterator
-    begin = dispatch.on_step_begin if dispatch is not None else ()
-    end = dispatch.on_step_end if dispatch is not None else ()
-    base = len(log.times_s)                   # log index of call ``first``
-    outs: list = []                           # the open window's step outputs
-    opened = 0.0
-    try:
-        for i in range(n):
-            step = first + i
-            for hook in begin:
-                hook(state, step)
-            t0 = clock()
-            if fetch:
-                x, y = p.fetch()
-                t1 = clock()
-                out = p.step(x, y)
-            else:
-                t1 = t0
-                out = p.step(p.iterator)
-            t2 = clock()
-            if not outs:
-                opened = t0
-            outs.append(out)
-            log.starts_s.append(t0)
-            log.times_s.append(t2 - t0)       # host time until the window closes
-            if fetch:
-                log.waits_s.append(t1 - t0)
-            if i == n - 1 or t2 - opened >= window_s:
-                settled = _close(log, outs, norms, sync, clock, state, first - base)
-                outs = []
-                if not settled:
-                    break                     # diverged: nothing after it means anything
-            for hook in end:
-                hook(state, step)
-            if state is not None and state.stop_reason is not None:
-                break
-        if outs:                              # a stop ended the loop inside a window
-            _close(log, outs, norms, sync, clock, state, first - base)
-    except BaseException:
-        if outs:
-            try:
-                _close(log, outs, norms, sync, clock, state, first - base)
-            except Exception:  # noqa: BLE001 - the first error is the one raised
-                _truncate(log, len(log.times_s) - len(outs))
-        raise
-    return log
-
-
-def _close(log: StepLog, outs: list, norms: bool, sync: Callable[[], None], clock: Callable[[], float],
-           state: Optional[RunState], offset: int) -> bool:
-    """Close a window: read its losses, sync, derive its calls' times from its wall time.
-
-    Each call's host time (fetch + dispatch) is scaled so the window's calls add up to
-    the host time plus the wait at the close; starts are laid end to end from the
-    window's first start, keeping the gaps where observers' hooks ran. Returns False
-    when a loss was not finite (the log then ends at that call; ``state.diverged_at``
-    is set when there is a ``state``).
-    """
-    losses = _read([o["loss"] for o in outs] if norms else outs)   # waits for the window's steps
-    if norms:
-        grad_norms = _read([o["grad_norm"] for o in outs])
-        loss_scales = _read([o["loss_scale"] for o in outs])
-    sync()
-    closed = clock()
-    k = len(outs)
-    a = len(log.times_s) - k
-    host = log.times_s[a:]
-    starts = log.starts_s[a:]
-    busy = sum(host)
-    wall = busy + (closed - (starts[-1] + host[-1]))
-    t = starts[0]
-    for j in range(k):
-        d = host[j] * (wall / busy) if busy > 0 else wall / k
-        gap = starts[j + 1] - (starts[j] + host[j]) if j + 1 < k else 0.0
-        log.starts_s[a + j] = t
-        log.times_s[a + j] = d
-        t += d + gap
-    log.losses.extend(losses)
-    if norms:
-        log.grad_norms.extend(grad_norms)
-        log.loss_scales.extend(loss_scales)
-    log.windows.append(k)
-    if state is not None:
-        for j, value in enumerate(losses):
-            if not math.isfinite(value):
-                _truncate(log, a + j + 1)
-                log.windows[-1] = j + 1
-                state.diverged_at = a + j + offset
-                return False
-    return True
+        return timing.per_step_loop(p, n, clock, log, **kw)
+    return timing.windowed_loop(p, n, clock, log, read=_read, window_s=window_s, **kw)
 
 
 def _read(values: list) -> List[float]:
@@ -324,12 +187,6 @@ def _read(values: list) -> List[float]:
         except (TypeError, ValueError, tf.errors.InvalidArgumentError):
             pass                                   # mixed shapes or dtypes: read them one by one
     return [float(v) for v in values]
-
-
-def _truncate(log: StepLog, calls: int) -> None:
-    """Keep the first ``calls`` calls of ``log``."""
-    for seq in (log.times_s, log.starts_s, log.waits_s, log.losses, log.grad_norms, log.loss_scales):
-        del seq[calls:]
 
 
 def input_floor_s(p: Prepared, calls: int = FLOOR_CALLS,
@@ -573,7 +430,7 @@ def _peak(dtype: str, device: str, fast: bool):
     """``measure_peak`` once per process per (dtype, device); under TFWB_FAST a quick one (cached apart)."""
     key = (dtype, device, fast)
     if key not in _PEAKS:
-        from tfwb.tf.runner.peak import measure_peak   # lazy: only a run that measured steps reads a peak
+        from tfwb.tf.runner.matmul_peak import measure_peak   # lazy: only a run that measured steps reads a peak
 
         _PEAKS[key] = measure_peak(dtype, device, budget_s=FAST_PEAK_BUDGET_S if fast else PEAK_BUDGET_S,
                                    quick=fast)

@@ -16,7 +16,7 @@
 Every ``draw_*`` function takes a matplotlib ``Axes`` and plain data (RunResults, reports)
 and draws on it; every ``*_png`` builds a ``matplotlib.figure.Figure`` (never pyplot) and
 returns PNG bytes for an ``ipywidgets.Image``. ``from tfwb.ui import charts;
-charts.run_chart_png(result)`` reaches every family but ``sweep`` (``tfwb.ui.charts.sweep``).
+charts.run_chart_png(result)`` reaches every family but ``sweep`` (``tfwb.ui.charts.candidates``).
 
 Example:
     >>> from tfwb.ui import charts
@@ -34,7 +34,7 @@ from tfwb.ui.charts.curves import (CURVES, SERIES_COLORS, SWEEP_CEILING, curves_
 from tfwb.ui.charts.limits import (ACHIEVED_COLOR, DATASHEET_COLOR, LIMIT_SEGMENTS, LIMITS_MAX_RUNS, OVERHEAD_COLOR,
                                    REST_COLOR, draw_flops, draw_time_split, limits_png, time_split)
 from tfwb.ui.charts.profile import OP_NAME_WIDTH, PROFILE_OTHER_COLOR, draw_profile_steps, draw_top_ops, profile_png
-from tfwb.ui.charts.steps import CLIP_FACTOR, WARMUP_WAIT_COLOR, draw_step_times, run_chart_png
+from tfwb.ui.charts.step_times import CLIP_FACTOR, WARMUP_WAIT_COLOR, draw_step_times, run_chart_png
 from tfwb.ui.charts.utilization import (GPU_COLORS, MAX_STEP_LINES, MAX_STEP_TICKS, OTHER_CPU_COLOR, STEP_LABEL_GAP_PT,
                                         STEP_LINE_COLOR, draw_utilization)
 

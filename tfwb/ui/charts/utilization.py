@@ -1,7 +1,7 @@
 """Utilization over a run: CPU (this process, other programs) and each GPU, in % against the
 run clock, with the warm-up and measured spans shaded and each measured step marked.
 
-``draw_utilization`` draws on an Axes; ``tfwb.ui.charts.steps.run_chart_png`` puts it
+``draw_utilization`` draws on an Axes; ``tfwb.ui.charts.step_times.run_chart_png`` puts it
 under the run's step times.
 """
 from __future__ import annotations

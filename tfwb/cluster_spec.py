@@ -297,7 +297,7 @@ def _write(path: str, text: str) -> None:
 
 
 def _loopback_up() -> None:
-    import fcntl   # here: Unix only, and tfconfig is imported on every platform
+    import fcntl   # here: Unix only, and cluster_spec is imported on every platform
 
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         _, flags = struct.unpack(_IFREQ, fcntl.ioctl(s, _SIOCGIFFLAGS, struct.pack(_IFREQ, b"lo", 0)))
@@ -367,7 +367,7 @@ def join_private_network(pid: int) -> None:
 def hold_private_network() -> int:
     """A network holder's whole life: make the private network, say so, keep it until stdin closes.
 
-    A local cluster starts one (``python -c 'import tfwb.tfconfig as t; t.hold_private_network()'``)
+    A local cluster starts one (``python -c 'import tfwb.cluster_spec as t; t.hold_private_network()'``)
     before its workers, which join its namespace (``TFWB_NETNS_PID``). It writes
     ``NETWORK_READY`` and how, or ``@tfwb-network failed: <why>``, as one line on stdout.
 

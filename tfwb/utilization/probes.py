@@ -1,7 +1,7 @@
 """Probes: small readers of one kind of utilization, each returning Sample fields.
 
 Owns the probe protocol and the CPU/RAM probe on psutil (the fake probe for tests is in
-``tfwb.monitor.fakes``).
+``tests/nvml_fakes.py``).
 The NVML probe lives in ``tfwb.nvml`` so that all NVML calls stay in one place.
 """
 from __future__ import annotations

@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from tfwb.records import Sample
 from tfwb import nvml
-from tfwb.monitor.probes import PROBE_FIELDS, Probe, PsutilProbe
+from tfwb.utilization.probes import PROBE_FIELDS, Probe, PsutilProbe
 
 #: Shortest allowed period: below it the probes' own cost and NVML's ~200 ms window
 #: make more samples meaningless.
@@ -81,12 +81,15 @@ class Sampler:
         ValueError: ``interval_s`` is not a finite number >= ``MIN_INTERVAL_S``.
 
     Example:
-        >>> from tfwb.monitor.fakes import FakeProbe
-        >>> with Sampler(interval_s=0.05, probes=[FakeProbe([{"rss_mib": 10.0}])]) as s:
+        >>> class Rss:                  # a probe: each read() returns the next of its values
+        ...     def __init__(self, *mib): self.values = iter(mib)
+        ...     def read(self): return {"rss_mib": next(self.values, 10.0)}
+        ...     def close(self): pass
+        >>> with Sampler(interval_s=0.05, probes=[Rss()]) as s:
         ...     pass
         >>> [x.rss_mib for x in s.samples][:2]
         [10.0, 10.0]
-        >>> manual = Sampler(probes=[FakeProbe([{"rss_mib": 1.0}, {"rss_mib": 2.0}])],
+        >>> manual = Sampler(probes=[Rss(1.0, 2.0)],
         ...                  clock=iter([0.0, 0.2, 0.4]).__next__)
         >>> [manual.tick().t_s, manual.tick().t_s]      # no thread: one sample per call
         [0.0, 0.2]

@@ -1,7 +1,7 @@
 """Published peak FLOP/s: the datasheet table per accelerator and dtype, and the CPU formula.
 
 What a device *could* do, labelled with where the figure comes from, to set beside what
-``tfwb.tf.runner.peak.measure_peak`` measures on this machine. Every figure is dense (no
+``tfwb.tf.runner.matmul_peak.measure_peak`` measures on this machine. Every figure is dense (no
 structured-sparsity doubling), per device as TensorFlow sees it: one GPU, one TPU chip.
 For a CPU there is no datasheet: ``cpu_peak`` multiplies cores × clock × FLOPs per cycle
 from the detected instructions and says so (a formula, an upper bound, not a measurement).

@@ -11,20 +11,20 @@ concept per module:
 - ``result``: ``SweepResult`` and ``Trial``, how a run is scored, and their text;
 - ``progress``: ``SweepProgress``, what a progress bar is given.
 
-Pure: no TensorFlow, no UI library (charts: ``tfwb.ui.charts.sweep``; a notebook bar:
+Pure: no TensorFlow, no UI library (charts: ``tfwb.ui.charts.candidates``; a notebook bar:
 ``tfwb.ui.sweep_progress``; the command: ``tfwb.cli.sweep``).
 
 Example:
     >>> from tfwb import RunConfig
-    >>> from tfwb.sweeps import plan
+    >>> from tfwb.search import plan
     >>> plan(RunConfig(workload="mlp"), {"prefetch": [False, True]}, rungs=2).rung_steps
     (10, 30)
 """
-from tfwb.sweeps.rungs import Plan, fit_plan, plan, rung_steps
-from tfwb.sweeps.progress import SweepProgress
-from tfwb.sweeps.result import SweepResult, Trial
-from tfwb.sweeps.search import GridResult, exhaustive, sweep
-from tfwb.sweeps.space import FIXED_KNOBS, Candidate, candidates, check_space, default_space
+from tfwb.search.rungs import Plan, fit_plan, plan, rung_steps
+from tfwb.search.progress import SweepProgress
+from tfwb.search.result import SweepResult, Trial
+from tfwb.search.halving import GridResult, exhaustive, sweep
+from tfwb.search.space import FIXED_KNOBS, Candidate, candidates, check_space, default_space
 
 __all__ = ["sweep", "plan", "fit_plan", "Plan", "SweepResult", "Trial", "SweepProgress", "exhaustive", "GridResult",
            "default_space", "check_space", "candidates", "Candidate", "rung_steps",

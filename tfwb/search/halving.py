@@ -1,14 +1,14 @@
 """The search: successive halving for the fastest configuration that still trains correctly.
 
-``sweep(baseline, space)`` follows ``tfwb.sweeps.plan`` (the candidates and the steps of
-each rung, ``tfwb.sweeps.rungs``):
+``sweep(baseline, space)`` follows ``tfwb.search.plan`` (the candidates and the steps of
+each rung, ``tfwb.search.rungs``):
 
 1. The naive configuration runs once, first, for as many steps as the last rung: its
    losses give the reference at every rung (the same data in the same order from the
    same weights, so its loss after ``n`` steps is what a run of ``n`` steps would
    reach), and its step times the speedup.
 2. Rung 0: every candidate runs ``min_steps`` measured steps.
-3. A candidate *trains correctly* at a rung by ``tfwb.sweeps.rule``: its run finished,
+3. A candidate *trains correctly* at a rung by ``tfwb.search.loss_rule``: its run finished,
    and after as many training examples as the naive run saw in a run of the rung's length
    (the smaller batch's count, warm-up included: equal work, not equal steps) its loss
    lies at most ``loss_tolerance`` times the naive run's loss *drop* over that work above
@@ -54,12 +54,12 @@ from tfwb.history import History
 from tfwb.interrupts import InterruptBridge
 from tfwb.observers import Observer, Progress, StopFlag
 from tfwb.records import RunResult
-from tfwb.sweeps.rungs import Plan, plan
-from tfwb.sweeps.progress import SweepProgress
-from tfwb.sweeps.rule import judge
-from tfwb.sweeps.result import (FAILED, FINALIST, PROMOTED, SLOWER, WINNER, WORSE, SweepResult, Trial,
+from tfwb.search.rungs import Plan, plan
+from tfwb.search.progress import SweepProgress
+from tfwb.search.loss_rule import judge
+from tfwb.search.result import (FAILED, FINALIST, PROMOTED, SLOWER, WINNER, WORSE, SweepResult, Trial,
                                 example_times_s)
-from tfwb.sweeps.space import run_key
+from tfwb.search.space import run_key
 
 __all__ = ["sweep", "exhaustive", "GridResult", "Runner", "ProgressFn", "INTERRUPTED"]
 
@@ -139,7 +139,7 @@ def _rank(trials: Iterable[Trial], rung: int) -> List[Trial]:
 
 def _decide_rung(alive: List[Trial], r: int, steps: int, last: bool, eta: int, naive: RunResult,
                  tolerance: float) -> List[Trial]:
-    """Judge every trial's run at rung ``r`` (``tfwb.sweeps.rule``); return those that go on (the finalists
+    """Judge every trial's run at rung ``r`` (``tfwb.search.loss_rule``); return those that go on (the finalists
     at the last rung)."""
     good = []
     for t in alive:
@@ -214,7 +214,7 @@ def sweep(baseline: Optional[RunConfig] = None, space: Optional[Mapping[str, Ite
         rungs: how many rungs (the last runs ``min_steps * eta**(rungs-1)`` steps).
         loss_tolerance: how far a candidate's loss may lie above the naive run's, after as
             many training examples, and still count as training correctly, as a share of the
-            naive run's loss drop over those examples (``tfwb.sweeps.rule``; 0.1: the candidate
+            naive run's loss drop over those examples (``tfwb.search.loss_rule``; 0.1: the candidate
             achieves at least 90 % of the naive run's drop; no drop: no allowance).
         noise: run-to-run noise band for the final comparison (``tfwb.stats.DEFAULT_NOISE``).
         runner: ``runner(cfg, observers) -> RunResult``; default ``tfwb.run``.

@@ -1,4 +1,4 @@
-"""Tests of tfwb.bounds: the TF profiler's input-wait thresholds and the bound of a measured run.
+"""Tests of tfwb.bottleneck: the TF profiler's input-wait thresholds and the bound of a measured run.
 
 Pure: results are built by hand; no TensorFlow.
 """
@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from tfwb import bounds, diagnosis, expect
-from tfwb.bounds import (COMPUTE, HIGH_INPUT_FRACTION, INPUT, INPUT_HIGH, INPUT_MODERATE, MODERATE_INPUT_FRACTION,
+from tfwb import bottleneck, diagnosis, expect
+from tfwb.bottleneck import (COMPUTE, HIGH_INPUT_FRACTION, INPUT, INPUT_HIGH, INPUT_MODERATE, MODERATE_INPUT_FRACTION,
                          NOT_INPUT, OVERHEAD, bound_of, check_bound, input_verdict)
 from tfwb.config import RunConfig
 from tfwb.records import RunResult, Sample
 
-PACKAGE = Path(bounds.__file__).resolve().parent
+PACKAGE = Path(bottleneck.__file__).resolve().parent
 
 
 def run(step_s=0.1, wait_s=0.0, gpu_util=None, n=8, status="ok"):
@@ -72,17 +72,17 @@ def _tfwb_imports(path: Path) -> set:
     return out
 
 
-@pytest.mark.parametrize("path", ["bounds.py", "diagnosis.py", "expect/__init__.py", "expect/checks.py",
+@pytest.mark.parametrize("path", ["bottleneck.py", "diagnosis.py", "expect/__init__.py", "expect/checks.py",
                                   "expect/rules.py"])
 def test_bounds_sits_below_expect_and_diagnosis_and_expect_never_imports_diagnosis(path):
     imported = _tfwb_imports(PACKAGE / path)
-    if path == "bounds.py":
+    if path == "bottleneck.py":
         assert imported == set()
     else:
         assert not any(m.startswith("tfwb.diagnosis") for m in imported), imported
 
 
-@pytest.mark.parametrize("path", ["bounds.py", "diagnosis.py", "expect/__init__.py", "expect/checks.py",
+@pytest.mark.parametrize("path", ["bottleneck.py", "diagnosis.py", "expect/__init__.py", "expect/checks.py",
                                   "expect/rules.py", "knobs.py", "config.py", "workloads.py"])
 def test_no_function_local_imports(path):
     tree = ast.parse((PACKAGE / path).read_text(encoding="utf-8"))
@@ -93,10 +93,10 @@ def test_no_function_local_imports(path):
 
 # -- the iterator's own floor (data_source="memory") -------------------------------------------------
 def test_input_fraction_counts_only_the_wait_above_the_iterators_floor():
-    assert bounds.input_fraction([1.0, 1.0], [0.3, 0.1]) == pytest.approx(0.2)
-    assert bounds.input_fraction([1.0, 1.0], [0.3, 0.1], floor_s=0.1) == pytest.approx(0.1)
-    assert bounds.input_fraction([1.0], [0.05], floor_s=0.1) == 0.0
-    assert bounds.input_fraction([], []) is None and bounds.input_fraction([1.0], []) is None
+    assert bottleneck.input_fraction([1.0, 1.0], [0.3, 0.1]) == pytest.approx(0.2)
+    assert bottleneck.input_fraction([1.0, 1.0], [0.3, 0.1], floor_s=0.1) == pytest.approx(0.1)
+    assert bottleneck.input_fraction([1.0], [0.05], floor_s=0.1) == 0.0
+    assert bottleneck.input_fraction([], []) is None and bottleneck.input_fraction([1.0], []) is None
 
 
 def test_a_fast_gpu_step_on_staged_batches_does_not_read_input_bound():

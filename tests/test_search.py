@@ -1,4 +1,4 @@
-"""The sweeps package (tfwb.sweeps: space, plan, search, result, progress) and the sweep's front ends
+"""The sweeps package (tfwb.search: space, plan, search, result, progress) and the sweep's front ends
 (the command, the notebook bar, the charts): the space is checked against the knob table, the plan
 is what the search runs, successive halving prunes by speed among the candidates that train
 correctly, the finalists are compared noise-aware, every finished run reaches the history at once
@@ -24,13 +24,13 @@ from tfwb.config import KNOBS
 from tfwb.hardware import DESCRIBED
 from tfwb.history import History
 from tfwb.observers import Dispatch, RunState, StepLog, StopFlag
-from tfwb.sweeps import fit_plan, plan, sweep
-from tfwb.sweeps.rungs import rung_steps
-from tfwb.sweeps.progress import SweepProgress
-from tfwb.sweeps.rule import judge
-from tfwb.sweeps.result import FAILED, FINALIST, PROMOTED, SLOWER, WINNER, WORSE, example_times_s
-from tfwb.sweeps.search import exhaustive
-from tfwb.sweeps.space import FIXED_KNOBS, candidates, check_space, default_space, run_key
+from tfwb.search import fit_plan, plan, sweep
+from tfwb.search.rungs import rung_steps
+from tfwb.search.progress import SweepProgress
+from tfwb.search.loss_rule import judge
+from tfwb.search.result import FAILED, FINALIST, PROMOTED, SLOWER, WINNER, WORSE, example_times_s
+from tfwb.search.halving import exhaustive
+from tfwb.search.space import FIXED_KNOBS, candidates, check_space, default_space, run_key
 
 
 def load_results(path):
@@ -426,7 +426,7 @@ def test_exhaustive_grid_runs_every_candidate_once_at_full_length():
 def test_charts_draw_every_stage_and_a_message_when_nothing_finished():
     from matplotlib.figure import Figure
 
-    from tfwb.ui.charts.sweep import draw_finalists, draw_rungs, finalists_png, rungs_png
+    from tfwb.ui.charts.candidates import draw_finalists, draw_rungs, finalists_png, rungs_png
 
     runner = FakeRunner(fail_if=lambda cfg: cfg.jit_compile,
                         end_loss_fn=lambda cfg: 2.0 if cfg.prefetch and not cfg.cache else 1.0)
@@ -445,7 +445,7 @@ def test_charts_draw_every_stage_and_a_message_when_nothing_finished():
 
 
 def test_chart_labels_wrap_between_words_only():
-    from tfwb.ui.charts.sweep import wrap_label
+    from tfwb.ui.charts.candidates import wrap_label
 
     label = "prefetch, parallel_map, mixed_precision=mixed_bfloat16, jit_compile"
     lines = wrap_label(label, 30).split("\n")

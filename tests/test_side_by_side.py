@@ -1,10 +1,10 @@
-"""tfwb.tf.lab.interleave: alternating rounds of two configurations, decided by the sign test."""
+"""tfwb.tf.lab.side_by_side: alternating rounds of two configurations, decided by the sign test."""
 import pytest
 
 from tfwb import stats
 from tfwb.config import RunConfig
 
-interleave = pytest.importorskip("tfwb.tf.lab.interleave")
+interleave = pytest.importorskip("tfwb.tf.lab.side_by_side")
 
 
 def test_rounds_alternate_which_configuration_goes_first():

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 from tfwb.config import RunConfig
-from tfwb.sweeps.space import NAIVE, Candidate, Space, candidates, check_space, default_space
+from tfwb.search.space import NAIVE, Candidate, Space, candidates, check_space, default_space
 
 __all__ = ["Plan", "plan", "fit_plan", "rung_steps"]
 

@@ -6,10 +6,10 @@ A ``SweepResult`` holds every trial, the naive reference run, the winner, the
 finalists tied with it and the winner's speedup over the naive run; it renders itself
 (``summary``, ``table_text``, ``markdown``, ``_repr_html_``, ``to_dict``) and explains
 the winner knob by knob against ``tfwb.expect`` (``explain``). A run is judged by the
-loss rule (``tfwb.sweeps.rule``: the naive run's loss drop, at equal examples seen) and
+loss rule (``tfwb.search.loss_rule``: the naive run's loss drop, at equal examples seen) and
 ranked by ``RunResult.per_example_s`` and ``example_times_s`` (every step's time per example, for the noise-aware comparison).
 
-Pure: no TensorFlow, no UI library. Charts of a result are ``tfwb.ui.charts.sweep``.
+Pure: no TensorFlow, no UI library. Charts of a result are ``tfwb.ui.charts.candidates``.
 
 Example:
     >>> example_times_s(RunResult(config=RunConfig(batch_size=2), step_times_s=[0.2, 0.4]))
@@ -26,8 +26,8 @@ from tfwb import expect, report, stats
 from tfwb.config import RunConfig
 from tfwb.hardware import MachineLike, describe
 from tfwb.records import RunResult
-from tfwb.sweeps.rule import Verdict, rule_text
-from tfwb.sweeps.space import NAIVE, Candidate, run_key
+from tfwb.search.loss_rule import Verdict, rule_text
+from tfwb.search.space import NAIVE, Candidate, run_key
 
 __all__ = ["PROMOTED", "SLOWER", "WORSE", "FAILED", "FINALIST", "WINNER", "example_times_s", "Trial",
            "SweepResult"]
@@ -63,8 +63,8 @@ class Trial:
         outcome: ``{rung: one of PROMOTED, SLOWER, WORSE, FAILED, FINALIST, WINNER}``.
         reason: ``{rung: why}``, in words.
         loss: ``{rung: loss}``: its loss where it was compared with the naive run (after as
-            many examples, ``tfwb.sweeps.rule``).
-        verdicts: ``{rung: tfwb.sweeps.rule.Verdict}``: the loss rule's verdict and its figures.
+            many examples, ``tfwb.search.loss_rule``).
+        verdicts: ``{rung: tfwb.search.loss_rule.Verdict}``: the loss rule's verdict and its figures.
     """
 
     candidate: Candidate
@@ -117,7 +117,7 @@ class SweepResult:
         eta: the factor between rungs (steps grow by it; 1/eta of the candidates go on).
         loss_tolerance: how far above the naive run's loss a candidate's may be, after as
             many training examples, and still count as training correctly, as a share of the
-            naive run's loss drop over them (``tfwb.sweeps.rule``).
+            naive run's loss drop over them (``tfwb.search.loss_rule``).
         trials: every candidate, in the space's order.
         naive: the naive run, as long as the last rung (``None`` if the sweep stopped before it).
         skipped: combinations RunConfig refused, ``(changes, reason)``.
@@ -166,11 +166,11 @@ class SweepResult:
     @property
     def flat_rungs(self) -> Tuple[int, ...]:
         """Rungs (0-based) where the naive run's loss did not drop over a candidate's work, so the
-        loss rule allowed nothing there (``tfwb.sweeps.rule``: the candidate had to end at or below it)."""
+        loss rule allowed nothing there (``tfwb.search.loss_rule``: the candidate had to end at or below it)."""
         return tuple(sorted({r for t in self.trials for r, v in t.verdicts.items() if v.flat}))
 
     def loss_rule(self) -> str:
-        """The loss rule this sweep judged by, in one sentence (``tfwb.sweeps.rule.rule_text``)."""
+        """The loss rule this sweep judged by, in one sentence (``tfwb.search.loss_rule.rule_text``)."""
         return rule_text(self.loss_tolerance)
 
     @property
@@ -275,7 +275,7 @@ class SweepResult:
           (``"jit_compile=True instead (...)"``): that candidate against the winner.
 
         Where ``hardware`` is given and ``tfwb.expect`` knows the knob, the line states
-        what the change was expected to do on this machine (``tfwb.expect.knob``) and
+        what the change was expected to do on this machine (``tfwb.expect.change``) and
         whether the measurement agreed: ``"Expected: ... Measured: ... Result: agreed."``.
 
         Args:
@@ -322,7 +322,7 @@ class SweepResult:
         exp = None
         if hardware is not None and name in expect.KNOWN:
             try:
-                exp = expect.knob(hardware, before, **{name: getattr(after.config, name)})
+                exp = expect.change(hardware, before, **{name: getattr(after.config, name)})
             except ValueError:         # a change back to a knob's off value has no expectation of its own
                 exp = None
         if exp is not None:

@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import tensorflow as tf
 
 from tfwb.config import RunConfig
-from tfwb.peaks import DTYPES
+from tfwb.datasheet import DTYPES
 from tfwb.tf.runner.fingerprint import fingerprint
 
 CACHE_FILE = "peaks.json"

@@ -1,4 +1,4 @@
-"""Tests of tfwb.peaks (datasheet table, CPU formula) and tfwb.tf.runner.peak (the measured
+"""Tests of tfwb.datasheet (datasheet table, CPU formula) and tfwb.tf.runner.matmul_peak (the measured
 matmul peak and its cache per machine fingerprint)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from tfwb import peaks
+from tfwb import datasheet
 
 
 @pytest.mark.parametrize("name, key", [
@@ -22,24 +22,24 @@ from tfwb import peaks
     ("NVIDIA GeForce RTX 4090", None), ("AMD EPYC", None), ("", None),
 ])
 def test_datasheet_device_matches_reported_names(name, key):
-    assert peaks.datasheet_device(name) == key
+    assert datasheet.datasheet_device(name) == key
 
 
 def test_datasheet_peak_figures_and_gaps():
-    assert peaks.datasheet_peak("Tesla T4", "float32")[0] == pytest.approx(8.1e12)
-    assert peaks.datasheet_peak("NVIDIA A100-SXM4-40GB", "bfloat16")[0] == pytest.approx(312e12)
-    assert peaks.datasheet_peak("TPU v5 lite", "bfloat16")[0] == pytest.approx(197e12)
-    assert peaks.datasheet_peak("Tesla T4", "bfloat16") is None          # no BF16 on Turing
-    assert peaks.datasheet_peak("TPU v4", "float32") is None             # TPUs list bfloat16
-    assert peaks.datasheet_peak("RTX 4090", "float32") is None
+    assert datasheet.datasheet_peak("Tesla T4", "float32")[0] == pytest.approx(8.1e12)
+    assert datasheet.datasheet_peak("NVIDIA A100-SXM4-40GB", "bfloat16")[0] == pytest.approx(312e12)
+    assert datasheet.datasheet_peak("TPU v5 lite", "bfloat16")[0] == pytest.approx(197e12)
+    assert datasheet.datasheet_peak("Tesla T4", "bfloat16") is None          # no BF16 on Turing
+    assert datasheet.datasheet_peak("TPU v4", "float32") is None             # TPUs list bfloat16
+    assert datasheet.datasheet_peak("RTX 4090", "float32") is None
     with pytest.raises(ValueError, match="dtype='int8'"):
-        peaks.datasheet_peak("Tesla T4", "int8")
+        datasheet.datasheet_peak("Tesla T4", "int8")
 
 
 def test_every_datasheet_entry_has_a_source_and_a_plausible_figure():
-    for device, row in peaks.DATASHEET.items():
+    for device, row in datasheet.DATASHEET.items():
         for dtype, (flops, source) in row.items():
-            assert dtype in peaks.DTYPES + ("tensorfloat32",)
+            assert dtype in datasheet.DTYPES + ("tensorfloat32",)
             assert 1e12 < flops < 2e15, (device, dtype)
             assert "datasheet" in source or "documentation" in source
         # half precision is never slower than float32 where both are listed
@@ -48,30 +48,30 @@ def test_every_datasheet_entry_has_a_source_and_a_plausible_figure():
 
 
 def test_cpu_peak_is_a_labelled_formula():
-    flops, label = peaks.cpu_peak(2, 2.0, ["avx2", "fma"], "float32")
+    flops, label = datasheet.cpu_peak(2, 2.0, ["avx2", "fma"], "float32")
     assert flops == 2 * 2.0e9 * 32
     assert label.startswith("formula, not a datasheet") and "2 cores x 2.00 GHz x 32" in label
-    assert peaks.cpu_peak(4, 2.5, ["avx512f", "fma"], "float32")[0] == 4 * 2.5e9 * 64
-    assert peaks.cpu_peak(1, 2.0, ["avx512f", "amx_bf16"], "bfloat16")[0] == 2.0e9 * 1024
-    assert peaks.cpu_peak(1, 2.0, ["avx512f", "avx512_bf16"], "bfloat16")[0] == 2.0e9 * 128
+    assert datasheet.cpu_peak(4, 2.5, ["avx512f", "fma"], "float32")[0] == 4 * 2.5e9 * 64
+    assert datasheet.cpu_peak(1, 2.0, ["avx512f", "amx_bf16"], "bfloat16")[0] == 2.0e9 * 1024
+    assert datasheet.cpu_peak(1, 2.0, ["avx512f", "avx512_bf16"], "bfloat16")[0] == 2.0e9 * 128
     # no native half precision: the float32 rate at best, and it says so
-    flops, label = peaks.cpu_peak(1, 2.0, ["avx2", "fma"], "float16")
+    flops, label = datasheet.cpu_peak(1, 2.0, ["avx2", "fma"], "float16")
     assert flops == 2.0e9 * 32 and "no native float16" in label
-    assert peaks.cpu_peak(2, None, ["fma"], "float32") is None
-    assert peaks.cpu_peak(0, 2.0, ["fma"], "float32") is None
+    assert datasheet.cpu_peak(2, None, ["fma"], "float32") is None
+    assert datasheet.cpu_peak(0, 2.0, ["fma"], "float32") is None
 
 
 def test_parse_cpu_ghz_prefers_the_maximum_then_the_model_name():
-    assert peaks.parse_cpu_ghz("cpu MHz\t: 1200.0\n", "3500000\n") == 3.5
-    assert peaks.parse_cpu_ghz("model name\t: Xeon CPU @ 2.20GHz\ncpu MHz\t: 1200.0\n") == 2.2
-    assert peaks.parse_cpu_ghz("cpu MHz\t: 2445.4\n") == pytest.approx(2.445, abs=1e-3)
-    assert peaks.parse_cpu_ghz("", "") is None
+    assert datasheet.parse_cpu_ghz("cpu MHz\t: 1200.0\n", "3500000\n") == 3.5
+    assert datasheet.parse_cpu_ghz("model name\t: Xeon CPU @ 2.20GHz\ncpu MHz\t: 1200.0\n") == 2.2
+    assert datasheet.parse_cpu_ghz("cpu MHz\t: 2445.4\n") == pytest.approx(2.445, abs=1e-3)
+    assert datasheet.parse_cpu_ghz("", "") is None
 
 
 def test_peaks_module_is_pure():
     import subprocess
     import sys
-    code = "import sys, tfwb.peaks; print('tensorflow' in sys.modules or 'keras' in sys.modules)"
+    code = "import sys, tfwb.datasheet; print('tensorflow' in sys.modules or 'keras' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -81,8 +81,8 @@ def test_peaks_module_is_pure():
 @pytest.fixture
 def peak_module(tmp_path, monkeypatch):
     monkeypatch.setenv("TFWB_CACHE_DIR", str(tmp_path / "cache"))
-    from tfwb.tf.runner import peak
-    return peak
+    from tfwb.tf.runner import matmul_peak
+    return matmul_peak
 
 
 def test_measure_peak_measures_then_reads_the_cache(peak_module):

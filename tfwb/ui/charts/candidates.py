@@ -23,7 +23,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
 from tfwb import report, stats
-from tfwb.sweeps.result import FAILED, FINALIST, SLOWER, WINNER, WORSE, SweepResult, Trial, example_times_s
+from tfwb.search.result import FAILED, FINALIST, SLOWER, WINNER, WORSE, SweepResult, Trial, example_times_s
 from tfwb.ui.charts.common import SMALL, figure_png, message
 
 WINNER_COLOR = report.FASTER_COLOR

@@ -1,12 +1,13 @@
 """Stand-ins for tests and dry runs: a fake ``pynvml`` module and a fake probe.
 
-Kept apart from the real probes so that nothing here ships in ``tfwb.monitor``'s
-public names: import them from ``tfwb.monitor.fakes``. ``fake_nvml(scenario)`` builds
+Kept in tests/, outside the installed package: tests import them as ``from nvml_fakes import ...``
+(tests/conftest.py puts this folder on ``sys.path``); benchmarks and the stand-in ``pynvml``
+modules of tests/standins put it there themselves. ``fake_nvml(scenario)`` builds
 named NVML scenarios ("no driver", "no GPU", "two healthy GPUs", "one GPU failing")
 so tests need no GPU; ``FakeProbe`` returns scripted readings to a ``Sampler``.
 
 Example:
-    >>> from tfwb.monitor import Sampler
+    >>> from tfwb.utilization import Sampler
     >>> s = Sampler(probes=[FakeProbe([{"rss_mib": 1.0}, {"rss_mib": 2.0}])], clock=iter([0.0, 0.5]).__next__)
     >>> [s.tick().rss_mib, s.tick().rss_mib]
     [1.0, 2.0]
