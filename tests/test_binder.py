@@ -154,9 +154,10 @@ def test_the_colab_leg_installs_tfwb_as_the_install_cell_does():
     spec = importlib.util.spec_from_file_location("run_all", ROOT / "tests" / "run_all.py")
     run_all = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(run_all)
-    from tfwb import book
+    sys.path.insert(0, str(ROOT / "tools"))
+    import chapter_files
 
-    assert ".[gpu,profile]" in run_all.COLAB_PACKAGES and "tfwb[gpu,profile] @ git+" in book.install_source()
+    assert ".[gpu,profile]" in run_all.COLAB_PACKAGES and "tfwb[gpu,profile] @ git+" in chapter_files.install_source()
     assert run_all.COLAB_CONSTRAINTS == COLAB_CONSTRAINTS and run_all.COLAB_PYTHON == "3.13"
     kept = run_all.colab_pins(COLAB_CONSTRAINTS.read_text(encoding="utf-8"))    # what --refresh-colab keeps
     assert all(f"{n}=={v}" in kept for n, v in COLAB_VERSIONS.items()) and "jupyterlab" not in kept

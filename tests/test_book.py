@@ -19,6 +19,9 @@ import pytest
 
 from tfwb import book
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import chapter_files  # noqa: E402 - tools/chapter_files.py: the author's header and strip tool
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "notebooks").glob("*.ipynb"))
 LINK = re.compile(r"\]\((https?://[^)\s]+)\)")
@@ -44,9 +47,9 @@ def test_there_are_notebooks():
 @pytest.mark.parametrize("path", NOTEBOOKS)
 def test_notebook_starts_with_the_book_header(path):
     cells = load(path)["cells"]
-    header = book.header_cells(path)
+    header = chapter_files.header_cells(path)
     got = [(c["cell_type"], source(c)) for c in cells[:len(header)]]
-    assert got == header, f"{path}: the first cells differ from tfwb.book.header_cells({path!r})"
+    assert got == header, f"{path}: the first cells differ from tfwb.chapter_files.header_cells({path!r})"
     assert cells[0]["cell_type"] == "markdown" and cells[1]["cell_type"] == "code"
 
 
@@ -56,8 +59,8 @@ def test_badges_point_at_this_notebook_and_the_repo(path):
     colab = [u for u in links if u.startswith("https://colab.research.google.com/github/")]
     binder = [u for u in links if u.startswith("https://mybinder.org/v2/gh/")]
     assert len(colab) == 1 and len(binder) == 1, f"{path}: badge links {links}"
-    assert colab[0] == f"https://colab.research.google.com/github/{book.REPO_SLUG}/blob/{book.BRANCH}/{path}"
-    assert binder[0] == f"https://mybinder.org/v2/gh/{book.REPO_SLUG}/HEAD?urlpath=lab/tree/{path}"
+    assert colab[0] == f"https://colab.research.google.com/github/{chapter_files.REPO_SLUG}/blob/{chapter_files.BRANCH}/{path}"
+    assert binder[0] == f"https://mybinder.org/v2/gh/{chapter_files.REPO_SLUG}/HEAD?urlpath=lab/tree/{path}"
     assert "colab-badge.svg" in source(load(path)["cells"][0])
     assert "mybinder.org/badge_logo.svg" in source(load(path)["cells"][0])
 
@@ -99,11 +102,11 @@ def test_stored_outputs_have_no_errors(path):
 @pytest.mark.parametrize("path", NOTEBOOKS)
 def test_chapters_are_committed_without_outputs_except_the_checked_cells(path):
     nb = load(path)
-    kept = [i for i, c in enumerate(nb["cells"]) if c.get("outputs") and not book.is_checked(c)]
+    kept = [i for i, c in enumerate(nb["cells"]) if c.get("outputs") and not chapter_files.is_checked(c)]
     assert not kept, (f"{path}: cells {kept} keep outputs nbval does not check (the reader should see their "
-                      "own numbers): run `python -m tfwb.book strip` on it")
-    assert nb == book.strip_outputs(nb), f"{path}: not in committed form; run `python -m tfwb.book strip`"
-    checked = [c for c in nb["cells"] if book.is_checked(c)]
+                      "own numbers): run `python tools/chapter_files.py strip` on it")
+    assert nb == chapter_files.strip_outputs(nb), f"{path}: not in committed form; run `python tools/chapter_files.py strip`"
+    checked = [c for c in nb["cells"] if chapter_files.is_checked(c)]
     assert all(c.get("outputs") and c.get("execution_count") for c in checked), (
         f"{path}: a checked cell has no stored output to compare against")
 
@@ -123,7 +126,7 @@ def test_strip_outputs_keeps_only_checked_cells():
         {"cell_type": "code", "source": ["x = 1\n", "print(x)"], "outputs": [{"text": "1"}],
          "execution_count": 4, "metadata": {}},
         {"cell_type": "markdown", "source": "hi", "metadata": {}}]}
-    out = book.strip_outputs(nb)
+    out = chapter_files.strip_outputs(nb)
     assert out["cells"][0]["outputs"] and out["cells"][0]["execution_count"] == 3
     assert out["cells"][1]["outputs"] == [] and out["cells"][1]["execution_count"] is None
     assert "widgets" not in out["metadata"] and nb["cells"][1]["outputs"]     # the input is not changed
@@ -276,18 +279,18 @@ def test_install_cell_on_colab_without_tfwb_installs_the_pinned_release(monkeypa
     assert len(pip_calls) == 1
     cmd = pip_calls[0]
     assert cmd[:4] == [sys.executable, "-m", "pip", "install"]
-    assert cmd[-1] == f"tfwb[gpu,profile] @ git+https://github.com/{book.REPO_SLUG}@{book.TFWB_REF}"
+    assert cmd[-1] == f"tfwb[gpu,profile] @ git+https://github.com/{chapter_files.REPO_SLUG}@{chapter_files.TFWB_REF}"
     assert not any("tensorflow" in part for part in cmd)      # Colab's own TensorFlow is kept
 
 
 def test_the_install_cell_pins_the_tfwb_version_of_pyproject():
     """The cell installs the tfwb release the chapter was written for: the tag of this version."""
     version = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(encoding="utf-8"), re.M)
-    assert version and book.TFWB_VERSION == version.group(1), (book.TFWB_VERSION, version)
-    assert book.TFWB_REF == f"v{book.TFWB_VERSION}"
-    src = book.install_source()
-    assert f"git+https://github.com/{book.REPO_SLUG}@{book.TFWB_REF}\"" in src
-    assert f"@{book.BRANCH}\"" not in src and re.fullmatch(r"[\w.-]+/[\w.-]+", book.REPO_SLUG)
+    assert version and chapter_files.TFWB_VERSION == version.group(1), (chapter_files.TFWB_VERSION, version)
+    assert chapter_files.TFWB_REF == f"v{chapter_files.TFWB_VERSION}"
+    src = chapter_files.install_source()
+    assert f"git+https://github.com/{chapter_files.REPO_SLUG}@{chapter_files.TFWB_REF}\"" in src
+    assert f"@{chapter_files.BRANCH}\"" not in src and re.fullmatch(r"[\w.-]+/[\w.-]+", chapter_files.REPO_SLUG)
 
 
 @pytest.mark.parametrize("devices, environ", [
@@ -340,15 +343,15 @@ def test_install_cell_outside_colab_ignores_tpu_signs(monkeypatch, no_subprocess
 
 
 def test_tpu_requirements_is_the_cells_decision():
-    assert book.tpu_requirements(True, COLAB_TPU) == ["tensorflow-tpu==2.20.0", "libtpu==0.0.14"]
-    assert book.tpu_requirements(True, NO_TF) == ["tensorflow-tpu==2.20.0", "libtpu==0.0.14"]
-    assert book.tpu_requirements(True, {"tensorflow-tpu": "2.19.0", "libtpu": "0.0.14"}) == ["tensorflow-tpu==2.20.0"]
-    assert book.tpu_requirements(True, {"tensorflow": "2.20.0"}) == []
-    assert book.tpu_requirements(False, COLAB_TPU) == []
+    assert chapter_files.tpu_requirements(True, COLAB_TPU) == ["tensorflow-tpu==2.20.0", "libtpu==0.0.14"]
+    assert chapter_files.tpu_requirements(True, NO_TF) == ["tensorflow-tpu==2.20.0", "libtpu==0.0.14"]
+    assert chapter_files.tpu_requirements(True, {"tensorflow-tpu": "2.19.0", "libtpu": "0.0.14"}) == ["tensorflow-tpu==2.20.0"]
+    assert chapter_files.tpu_requirements(True, {"tensorflow": "2.20.0"}) == []
+    assert chapter_files.tpu_requirements(False, COLAB_TPU) == []
     ns = _run_cell()
     for on_tpu in (True, False):
         for versions in (COLAB_TPU, NO_TF, {"tensorflow": "2.20.0"}, {"tensorflow-tpu": "2.20.0", "libtpu": "0.0.21.1"}):
-            assert ns["tpu_requirements"](on_tpu, versions) == book.tpu_requirements(on_tpu, versions)
+            assert ns["tpu_requirements"](on_tpu, versions) == chapter_files.tpu_requirements(on_tpu, versions)
 
 
 def _dev(tmp_path, *entries) -> str:
@@ -423,8 +426,8 @@ def test_ci_runs_the_readme_test_command():
 def test_readme_badges_use_the_one_repository_slug():
     text_ = (ROOT / "README.md").read_text(encoding="utf-8")
     slugs = set(re.findall(r"(?:colab\.research\.google\.com/github|mybinder\.org/v2/gh)/([\w.-]+/[\w.-]+)/", text_))
-    assert slugs == {book.REPO_SLUG}, f"README badges name {slugs}; tfwb.book.REPO_SLUG is {book.REPO_SLUG!r}"
-    assert book.badge_markdown("notebooks/00_measuring.ipynb") in text_
+    assert slugs == {chapter_files.REPO_SLUG}, f"README badges name {slugs}; tfwb.chapter_files.REPO_SLUG is {chapter_files.REPO_SLUG!r}"
+    assert chapter_files.badge_markdown("notebooks/00_measuring.ipynb") in text_
 
 
 # -- the chapter session's pure parts ---------------------------------------------------------------------

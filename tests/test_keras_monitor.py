@@ -80,11 +80,19 @@ def test_an_interrupted_fit_ends_after_its_call_and_is_recorded_as_interrupted(t
 
 
 def test_an_unwritable_history_fails_before_the_first_step(tmp_path):
+    (tmp_path / "a_file").write_text("not a folder")
     m = model()
     before = [w.copy() for w in m.get_weights()]
-    with pytest.raises(ValueError, match="history_path=.*no_such_dir.*cannot be written"):
-        m.fit(data(), epochs=1, verbose=0, callbacks=[Monitor(tmp_path / "no_such_dir" / "r.jsonl", charts=False)])
+    with pytest.raises(ValueError, match="history_path=.*a_file.*cannot be written"):
+        m.fit(data(), epochs=1, verbose=0, callbacks=[Monitor(tmp_path / "a_file" / "r.jsonl", charts=False)])
     assert all((a == b).all() for a, b in zip(before, m.get_weights()))
+
+
+def test_a_history_folder_that_does_not_exist_yet_is_created(tmp_path):
+    """A chapter opened first in a fresh clone: tfwb-runs/ is gitignored, so nothing made it yet."""
+    path = tmp_path / "tfwb-runs" / "08.jsonl"
+    model().fit(data(), epochs=1, verbose=0, callbacks=[Monitor(path, charts=False)])
+    assert [r.status for r in tfwb.load_results(path)] == ["ok"]
 
 
 def test_predict_and_evaluate_say_the_monitor_measures_nothing_there():

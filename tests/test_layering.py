@@ -244,3 +244,11 @@ def test_the_checker_finds_a_circle_at_import_and_through_a_function(monkeypatch
     assert cycle_through("tfwb.knobs") is None
     assert any(v.startswith("import circle through a function-local import: tfwb.knobs -> tfwb.report")
                for v in violations("tfwb.knobs"))
+
+
+def test_tfwb_run_loads_the_cluster_runner_only_for_a_cluster_strategy():
+    tree = ast.parse(MODULES["tfwb.tf.run"].read_text(encoding="utf-8"))
+    at_import = [a.name if isinstance(s, ast.Import) else s.module
+                 for s in _module_level_imports(tree) for a in s.names]
+    assert "tfwb.tf.runner.train" in at_import                    # the checker reads this module's imports
+    assert not [m for m in at_import if m and m.startswith("tfwb.tf.cluster")]

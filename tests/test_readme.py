@@ -138,3 +138,13 @@ def test_shown_command_line_output_is_what_it_prints(block, tmp_path):
     said = (proc.stdout + proc.stderr).splitlines()
     for line in shown:
         assert line in said, f"README line {block.line}: {command!r} does not print {line!r}; it prints {said}"
+
+
+def test_the_benchmarks_readme_lists_every_script_and_the_command_of_every_result():
+    text = (ROOT / "benchmarks" / "README.md").read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "](results/" in line]
+    scripts = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py"))
+    assert [s for s in scripts if f"| `{s}` |" not in text] == []
+    linked = {m for line in rows for m in re.findall(r"\]\(results/([^)]+)\)", line)}
+    assert sorted(p.name for p in (ROOT / "benchmarks" / "results").iterdir()) == sorted(linked)
+    assert all(re.search(r"\| `python benchmarks/\w+\.py[^`]*` \|$", line) for line in rows), rows

@@ -245,7 +245,7 @@ def test_failure_mid_run_keeps_the_steps_measured_so_far():
         if done == 3:
             raise RuntimeError("stop at step 3")
 
-    r = run(tiny(steps=4, warmup_steps=1), progress=progress)
+    r = run(tiny(steps=4, warmup_steps=1), observers=[Progress(progress)])
     assert r.status == "failed" and "stop at step 3" in r.error
     assert len(r.warmup_times_s) == 1 and len(r.step_times_s) == 2 == len(r.losses)
 
@@ -256,7 +256,7 @@ def test_keyboard_interrupt_gives_interrupted_result():
             raise KeyboardInterrupt
 
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    r = run(tiny(steps=4, warmup_steps=0, mixed_precision="off"), progress=progress)
+    r = run(tiny(steps=4, warmup_steps=0, mixed_precision="off"), observers=[Progress(progress)])
     assert r.status == "interrupted" and r.stop_reason == "interrupted by the user"
     assert r.error == "interrupted by the user after 2 of 4 steps"
     assert len(r.step_times_s) == 2
@@ -486,7 +486,7 @@ def test_a_new_input_shape_after_warm_up_is_counted_as_a_retrace():
 # -- callbacks and user workloads --------------------------------------------------------------------------
 def test_progress_called_once_per_step_with_increasing_counts():
     calls = []
-    r = run(tiny(steps=3, warmup_steps=2), progress=lambda done, total: calls.append((done, total)))
+    r = run(tiny(steps=3, warmup_steps=2), observers=[Progress(lambda done, total: calls.append((done, total)))])
     assert r.status == "ok", r.error
     assert calls == [(1, 5), (2, 5), (3, 5), (4, 5), (5, 5)]
 

@@ -54,6 +54,20 @@ class History:
     def __repr__(self) -> str:
         return f"History({self.path!r})"
 
+    def ensure_writable(self) -> None:
+        """Create the file's folder (as ``append`` does) and check that the file takes a line.
+
+        For a caller that must fail before spending time (a ``fit`` about to start), and
+        that would otherwise find out at its end. Writes nothing into the file.
+
+        Raises:
+            OSError: when the folder or file cannot be created or opened for appending.
+        """
+        folder = os.path.dirname(self.path)
+        if folder:
+            os.makedirs(folder, exist_ok=True)
+        os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
+
     def append(self, result: RunResult) -> None:
         """Append one result as a line of its own and flush it to disk.
 
@@ -71,9 +85,7 @@ class History:
         if not isinstance(result, RunResult):
             raise TypeError(f"result must be a RunResult, got {type(result).__name__}")
         data = (result.to_json() + "\n").encode("utf-8")
-        folder = os.path.dirname(self.path)
-        if folder:
-            os.makedirs(folder, exist_ok=True)
+        self.ensure_writable()
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             size = os.fstat(fd).st_size

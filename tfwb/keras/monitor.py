@@ -352,10 +352,9 @@ class Monitor(keras.callbacks.Callback):
 
 # -- helpers ---------------------------------------------------------------------------------------
 def _check_writable(path: Any) -> None:
-    """Fail before training when ``path`` cannot take a line."""
+    """Fail before training when ``path`` cannot take a line; its folder is created (as the Workbench's)."""
     try:
-        with open(path, "a", encoding="utf-8"):
-            pass
+        History(path).ensure_writable()
     except OSError as e:
         raise ValueError(f"history_path={str(path)!r} cannot be written ({e.strerror or e}); pick a file in a "
                          "folder you can write, or history_path=None") from None

@@ -9,12 +9,11 @@ sweep and the CLI take a runner with that signature and default to this one.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Sequence
 
 from tfwb.config import RunConfig
-from tfwb.observers import Observer, Progress
+from tfwb.observers import Observer
 from tfwb.records import RunResult
-from tfwb.tf.cluster.parent import run_cluster
 from tfwb.tf.runner.strategies import CLUSTER_STRATEGIES, in_worker
 from tfwb.tf.runner.train import run_process
 
@@ -29,12 +28,13 @@ def runner_for(cfg: RunConfig) -> Callable[..., RunResult]:
         'run_cluster'
     """
     if cfg.strategy in CLUSTER_STRATEGIES and not in_worker():
+        from tfwb.tf.cluster.parent import run_cluster   # loaded only when a cluster is asked for
         return run_cluster
     return run_process
 
 
 def run(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_errors: bool = False,
-        dataset: Any = None, progress: Optional[Callable[[int, int], None]] = None) -> RunResult:
+        dataset: Any = None) -> RunResult:
     """Train ``cfg.workload`` for ``warmup_steps + steps`` steps and measure each one.
 
     Args:
@@ -45,8 +45,6 @@ def run(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_errors: boo
         raise_errors: re-raise a failure instead of returning a failed result.
         dataset: batches to train on instead of the pipeline ``cfg`` describes (one
             process only: a dataset cannot reach a cluster's workers).
-        progress: kept for compatibility: ``progress(steps_done, steps_total)`` after
-            every call of the step function, the same as ``observers=[Progress(progress)]``.
 
     Returns:
         A RunResult: ``"ok"`` (``stop_reason`` set when an observer stopped it early),
@@ -62,6 +60,4 @@ def run(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_errors: boo
     """
     if not isinstance(cfg, RunConfig):
         raise TypeError(f"run() needs a RunConfig, got {type(cfg).__name__}")
-    if progress is not None:
-        observers = (Progress(progress), *observers)
     return runner_for(cfg)(cfg, observers, raise_errors=raise_errors, dataset=dataset)

@@ -30,7 +30,7 @@ import tensorflow as tf
 
 from tfwb import diagnosis, report as report_tables
 from tfwb.config import RunConfig
-from tfwb.observers import Observer, RunState
+from tfwb.observers import Observer, Progress, RunState
 from tfwb.records import RunResult
 from tfwb.tf.runner.quiet import TF_LOG_LINE, native_stderr_captured
 from tfwb.tf.lab.tensorboard import Scalars, check_logdir, free_run_dir
@@ -628,8 +628,8 @@ def profile(cfg: RunConfig, steps: int = 5, *, skip: int = 0, logdir: "str | os.
     name = os.path.basename(run_dir)
     window = ProfileWindow(run_dir, steps=steps, skip=skip)
 
-    result = run(cfg, progress=progress, dataset=dataset,
-                 observers=[window, Scalars(root, name=name), *observers])
+    shown = [Progress(progress)] if progress is not None else []
+    result = run(cfg, dataset=dataset, observers=[*shown, window, Scalars(root, name=name), *observers])
     if not result.ok:
         raise RuntimeError(f"the profiled run did not finish ({result.status}): {result.error}")
     if not window.xplane:

@@ -265,9 +265,3 @@ def _write_cache(key: str, slot: str, peak: Peak) -> None:
         os.replace(tmp, path)
     except OSError:   # a read-only home, a full disk: the peak is measured again next time
         pass
-
-
-def measure_peaks(dtypes: Tuple[str, ...] = DTYPES, device: Optional[str] = None, *,
-                  budget_s: float = 1.5, cache: bool = True) -> Dict[str, Peak]:
-    """``measure_peak`` for each dtype: dtype -> Peak."""
-    return {d: measure_peak(d, device, budget_s=budget_s, cache=cache) for d in dtypes}
