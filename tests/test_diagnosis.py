@@ -254,10 +254,11 @@ def test_the_diagnose_function_does_not_hide_its_module():
 
 
 def test_input_suggestions_offer_only_knobs_the_workload_honours():
-    from tfwb.diagnosis import _input_suggestions
+    from tfwb.diagnosis import _suggestions
 
-    images = [s[0] for s in _input_suggestions(RunConfig(workload="images"), {"cpu_count": 2})]
-    mlp = [s[0] for s in _input_suggestions(RunConfig(workload="mlp"), {"cpu_count": 2})]
+    two = Machine.of({"cpu_count": 2})
+    images = [s[0] for s in _suggestions(RunConfig(workload="images"), two, input_bound=True)]
+    mlp = [s[0] for s in _suggestions(RunConfig(workload="mlp"), two, input_bound=True)]
     assert "interleave" in images and "parallel_map" in images
     assert "interleave" not in mlp and "parallel_map" not in mlp and "prefetch" in mlp
 

@@ -474,7 +474,7 @@ def test_precision_memory_rejects_bad_input(value, measure, match):
 # -- the rules table and the tf32 rule ---------------------------------------------------------
 def test_every_rule_is_a_runconfig_knob_or_sync_and_known_is_the_table():
     from tfwb.config import KNOBS
-    from tfwb.expect.rules import RULES
+    from tfwb.expect import RULES
 
     assert expect.KNOWN == tuple(RULES)
     assert set(RULES) - set(KNOBS) == {"sync"}
@@ -490,7 +490,7 @@ def test_compute_and_input_knobs_come_from_the_declared_roles():
 
 
 def test_a_rule_takes_hardware_value_baseline_and_bound():
-    from tfwb.expect.rules import RULES
+    from tfwb.expect import RULES
 
     e = RULES["tf32"](DESCRIBED["a100"], False, RunConfig(), None)
     assert (e.direction, e.than) == (SLOWER, "tf32=True (TensorFlow's default)")

@@ -5,27 +5,11 @@ plain data. The input verdicts and their thresholds are the TF profiler's own
 (``tfwb.bottleneck``: input wait >= 5 % of step time is moderately, >= 20 % highly
 input-bound); which model-side knob to try comes from ``tfwb.expect``'s rules.
 
-Every suggestion carries a bound (``Bound``, in ``Diagnosis.bounds``, parallel to
-``Diagnosis.suggestions``): Amdahl's law on the measured breakdown of the step. A
-knob can only shrink the part of the step it acts on, so it can gain at most
-``1 / (1 - part + part / r)`` where ``r`` is how much faster that part can get:
-
-- input knobs (``data_source='files'``, ``prefetch``, ``parallel_map``, ``interleave``,
-  ``cache``): the part is the input wait (``input_wait_fraction``), removable at best
-  entirely: ``1 / (1 - wait)``. On a CPU the pipeline shares cores with the step, so
-  removing its work can also speed the step itself: a gain above this bound there
-  points at that (``score_bound`` says so).
-- ``mixed_precision``: the part is the compute share (``1 - wait``), sped up at most by
-  the peak ratio of the target dtype over float32 (this machine's measured peaks when
-  the run recorded them, else the datasheet's).
-- ``steps_per_execution=k``: it removes per-call work (Python dispatch, the host's share
-  of each step, a sync), never FLOPs: the step cannot get shorter than its model FLOPs at
-  this machine's measured peak, ``1 / MFU``; unknown without an MFU. The measured cost of
-  an empty call (``call_overhead_s``) is only a floor of that work: in chapter 02 a bound
-  built on it alone (1.2x) was beaten by a measured 2.35x, so it is quoted, not used.
-- ``jit_compile``: XLA fuses operations (fewer launches, less memory traffic), it does
-  not remove FLOPs: the step cannot get shorter than its input wait plus its model
-  FLOPs at this machine's measured peak: ``1 / (wait + MFU)``; unknown without an MFU.
+Which knobs are suggested, in what order, and the bound of each come from their entries in
+``tfwb.advice.ADVICE``. Every suggestion carries a bound (``Bound``, in ``Diagnosis.bounds``,
+parallel to ``Diagnosis.suggestions``): Amdahl's law on the measured breakdown of the step,
+``1 / (1 - part + part / r)`` for the part of the step the knob acts on, made ``r`` times
+faster (the part of each knob: ``tfwb.advice``).
 
 ``score_bound`` compares a bound with the gain a run measured.
 """
@@ -33,43 +17,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
 
-from tfwb import expect
+from tfwb import advice, expect
 from tfwb import knobs as _knobs
+from tfwb.advice import Bound, amdahl  # noqa: F401 - re-exported
+from tfwb.advice import speedup_text as _x
 from tfwb.bottleneck import (HIGH_INPUT_FRACTION, INPUT_HIGH, INPUT_MODERATE, MODERATE_INPUT_FRACTION,  # noqa: F401 - re-exported
                          NOT_INPUT, input_verdict)
 from tfwb.config import RunConfig
 from tfwb.hardware import Machine, MachineLike
-from tfwb.workloads import get_workload
+from tfwb.workloads import SOURCE_KNOBS, get_workload
 
 FAILED, NO_DATA, NO_INPUT_DATA = "run failed", "no measured steps", "input wait not measured"
 
 
-#: Knobs that act on the input pipeline: bounded by the input wait.
-INPUT_BOUND_KNOBS = ("data_source", "prefetch", "parallel_map", "interleave", "cache")
-
-
-@dataclass(frozen=True)
-class Bound:
-    """The most a suggestion can gain: ``speedup`` times faster at best, and why.
-
-    Attributes:
-        knob, value: the suggestion it bounds (``RunConfig`` field and value).
-        speedup: the bound (>= 1), or ``None`` when it cannot be computed from this run.
-        text: the sentence, e.g. ``"prefetch can gain at most 1.9x: the step waits for
-            input 47 % of the time"``.
-        strict: False where the bound assumes the rest of the step stays as it is but need not:
-            an input knob on a run whose step runs on the CPU, where the pipeline takes cores
-            from the step and removing its work can speed the step itself (``score_bound``
-            then explains a gain above the bound instead of calling it wrong).
-    """
-
-    knob: str
-    value: object
-    speedup: Optional[float]
-    text: str
-    strict: bool = True
+#: Knobs that act on the input pipeline: bounded by the input wait (their ``tfwb.advice`` bound).
+INPUT_BOUND_KNOBS: Tuple[str, ...] = tuple(k for k, a in advice.ADVICE.items() if a.bound is advice.input_wait_bound)
+#: The declared roles (``tfwb.knobs.ROLES``) of the knobs suggested to an input-bound run.
+INPUT_ROLES = ("source", "pipeline")
 
 
 @dataclass(frozen=True)
@@ -95,70 +61,43 @@ class Diagnosis:
         return None
 
 
-def _hardware_of(result) -> Machine:
-    """What a result's fingerprint says about its machine."""
-    fp = getattr(result, "fingerprint", None) or {}
-    return Machine.of({"gpus": list(fp.get("gpus") or []), "cpu_count": fp.get("cpu_count"),
-                       "cpu_flags": tuple(fp.get("cpu_flags") or ()),
-                       "tpu": any("TPU" in str(d) for d in fp.get("logical_devices") or ())})
-
-
-def _on_accelerator(result) -> bool:
-    """True when the run's step ran on a GPU or a TPU (read from its fingerprint and strategy)."""
-    hw = _hardware_of(result)
-    strategy = getattr(getattr(result, "config", None), "strategy", None)
-    return bool(hw.gpus) or (strategy == "tpu" and bool(hw.tpu))
-
-
-def _input_suggestions(cfg, hardware: Optional[MachineLike] = None) -> tuple:
-    if cfg.data_source == "memory":
-        return ()          # staged batches: no pipeline knob applies
+def _applies(cfg) -> Callable[[str], bool]:
+    """Whether a knob changes this config's workload (a saved result's unregistered workload:
+    every knob but the source knobs, which only a workload that declares them honours)."""
     try:
-        applies = get_workload(cfg.workload).applies
-    except ValueError:     # a saved result whose workload is not registered here
-        def applies(knob):
-            return False
-    cores = Machine.of(hardware).cpu_count
-    out = []
-    interleave = applies("interleave") and not cfg.interleave
-    # Files behind a read latency: interleave hides the latency (several reads at once);
-    # prefetch only overlaps the (still serial) reads with the step, so interleave first.
-    files_first = interleave and cfg.data_source == "files" and getattr(cfg, "storage_latency_ms", None) != 0
-    if cfg.data_source == "generator":
-        out.append(("data_source", "files", "read the files with tf.data instead of a Python generator"))
-    if files_first:
-        out.append(("interleave", True, "read several shards at once: it hides storage latency, "
-                                        "which prefetch only overlaps"))
-    if not cfg.prefetch:
-        out.append(("prefetch", True, "overlap input with the step"))
-    if applies("parallel_map") and not cfg.parallel_map and cores != 1:
-        where = f"the {cores} CPU cores" if cores else "several cores"
-        out.append(("parallel_map", True, f"decode and augment on {where}"))
-    if interleave and not files_first:
-        out.append(("interleave", True, "read several shards at once (hides storage latency)"))
-    if not cfg.cache:
-        out.append(("cache", True, "decode once, reuse every epoch"))
-    return tuple(out)
+        return get_workload(cfg.workload).applies
+    except ValueError:
+        return lambda knob: knob not in SOURCE_KNOBS
 
 
-def _compute_suggestions(result, hardware: Machine) -> tuple:
-    """Model-side knobs expected to be faster on this hardware for this run (``tfwb.expect``)."""
-    cfg = result.config
-    candidates = []
-    if cfg.mixed_precision == "off":
-        cc = expect.best_compute_capability(hardware)
-        policy = "mixed_bfloat16" if hardware.tpu or (cc and cc >= (8, 0)) else "mixed_float16"
-        candidates.append(("mixed_precision", policy))
-    if not cfg.jit_compile:
-        candidates.append(("jit_compile", True))
-    if cfg.steps_per_execution == 1:
-        candidates.append(("steps_per_execution", 8))
-    out = []
-    for knob, value in candidates:
-        e = expect.expected_for(hardware, knob, value, result)
-        if e.direction == expect.FASTER:
-            out.append((knob, value, e.why))
-    return tuple(out)
+def _suggestions(cfg, hardware: Machine, *, input_bound: bool, baseline=None) -> tuple:
+    """``(knob, value, why)`` for every ``tfwb.advice.ADVICE`` entry that suggests a change to ``cfg``.
+
+    Input knobs (declared role in ``INPUT_ROLES``) are suggested to an input-bound run, none with
+    staged batches (``data_source="memory"``: no pipeline); other knobs to a run that is not
+    input-bound, only where ``tfwb.expect`` expects them faster on ``hardware`` than ``baseline``.
+    In the entries' ``order``; only knobs the workload honours.
+    """
+    if input_bound and cfg.data_source == "memory":
+        return ()
+    declared, applies = _knobs.table(type(cfg)), _applies(cfg)
+    found = []
+    for knob, entry in advice.ADVICE.items():
+        if entry.suggest is None or knob not in declared or not applies(knob):
+            continue
+        if (declared[knob].role in INPUT_ROLES) != input_bound:
+            continue
+        offer = entry.suggest(knob, cfg, hardware)
+        if offer is None:
+            continue
+        value, why = offer
+        if not input_bound:
+            e = expect.expected_for(hardware, knob, value, baseline)
+            if e.direction != expect.FASTER:
+                continue
+            why = why or e.why
+        found.append((entry.priority(cfg), knob, value, why))
+    return tuple(f[1:] for f in sorted(found, key=lambda f: f[0]))
 
 
 #: A dataset that alone delivers less than this times the step's rate cannot keep the step fed
@@ -208,66 +147,26 @@ def diagnose(result, hardware: Optional[MachineLike] = None) -> Diagnosis:
         verdict, text = rate
         if verdict != NOT_INPUT:       # a fit's own pipeline: RunConfig's input knobs do not describe it
             return Diagnosis(verdict, None, f"{text}: speed up the dataset given to fit")
-        hw = _hardware_of(result) if hardware is None else Machine.of(hardware)
-        sugg = _compute_suggestions(result, hw)
+        hw = advice.machine_of(result) if hardware is None else Machine.of(hardware)
+        sugg = _suggestions(result.config, hw, input_bound=False, baseline=result)
         tip = f": try {sugg[0][0]}={sugg[0][1]!r}" if sugg else ""
         return Diagnosis(verdict, None, f"{text}{tip}", sugg,
                          tuple(bound(result, knob, value) for knob, value, _ in sugg))
     verdict = input_verdict(frac)
-    hw = _hardware_of(result) if hardware is None else Machine.of(hardware)
-    if verdict == NOT_INPUT:
-        # Which model-side knob helps depends on the hardware: ask tfwb.expect.
-        sugg = _compute_suggestions(result, hw)
-    else:
-        sugg = _input_suggestions(result.config, hw)
+    hw = advice.machine_of(result) if hardware is None else Machine.of(hardware)
+    # An input-bound run gets input knobs; any other the model-side knobs tfwb.expect expects faster here.
+    sugg = _suggestions(result.config, hw, input_bound=verdict != NOT_INPUT, baseline=result)
     tip = f": try {sugg[0][0]}={sugg[0][1]!r}" if sugg else ""
     return Diagnosis(verdict, frac, f"{verdict} (input wait {frac:.0%}){tip}", sugg,
                      tuple(bound(result, knob, value) for knob, value, _ in sugg))
 
 
 # -- bounds ----------------------------------------------------------------------------------
-def amdahl(part: float, factor: float) -> float:
-    """The most a step gains when a ``part`` (0..1) of it gets ``factor`` times faster (``inf``: removed).
-
-    Example:
-        >>> round(amdahl(0.47, math.inf), 2), amdahl(0.5, 2.0)
-        (1.89, 1.3333333333333333)
-    """
-    if not 0 <= part <= 1:
-        raise ValueError(f"part={part!r} is not allowed; a fraction of the step, 0..1")
-    if factor <= 0:
-        raise ValueError(f"factor={factor!r} is not allowed; a speed-up factor > 0")
-    rest = 1.0 - part + (0.0 if math.isinf(factor) else part / factor)
-    return math.inf if rest <= 0 else 1.0 / rest
-
-
-def _x(speedup: float) -> str:
-    """A speed-up as text: ``1.04x``, ``1.9x``, ``23x``."""
-    if math.isinf(speedup):
-        return "no limit"
-    return f"{speedup:.2f}x" if speedup < 1.2 else f"{speedup:.1f}x" if speedup < 10 else f"{speedup:.0f}x"
-
-
-def _pct(fraction: float) -> str:
-    v = fraction * 100
-    return f"{v:.0f} %" if v >= 10 or v == 0 else f"{v:.2g} %"
-
-
-def _dtype_ratio(result, dtype: str) -> Tuple[Optional[float], str]:
-    """(peak of ``dtype`` over float32's on this run's machine, which peaks it compares)."""
-    peaks = getattr(result, "peaks", None) or {}
-    lo, hi = peaks.get("float32") or {}, peaks.get(dtype) or {}
-    if lo.get("measured") and hi.get("measured"):
-        return hi["measured"] / lo["measured"], "measured"
-    if lo.get("datasheet") and hi.get("datasheet"):
-        return hi["datasheet"] / lo["datasheet"], "datasheet"
-    return None, ""
-
-
 def bound(result, knob: str, value: object) -> Bound:
     """How much setting ``knob=value`` can gain at most on ``result``'s run (Amdahl's law).
 
-    See the module docstring for the part of the step each knob acts on.
+    The knob's entry in ``tfwb.advice.ADVICE`` computes it (``tfwb.advice`` says which part of
+    the step each knob acts on).
 
     Args:
         result: the measured RunResult the suggestion is made for.
@@ -284,56 +183,10 @@ def bound(result, knob: str, value: object) -> Bound:
         >>> bound(r, "prefetch", True).text
         'prefetch can gain at most 1.9x: the step waits for input 47 % of the time'
     """
-    wait = result.input_wait_fraction
-    wait = min(max(wait, 0.0), 1.0) if wait is not None else None
-    name = {"data_source": f"data_source={value!r}", "mixed_precision": str(value),
-            "steps_per_execution": f"steps_per_execution={value!r}", "jit_compile": "XLA (jit_compile=True)"
-            }.get(knob, knob)
-    if knob in INPUT_BOUND_KNOBS:
-        if wait is None:
-            return Bound(knob, value, None, f"{name}: bound unknown: the input wait was not measured")
-        b = amdahl(wait, math.inf)
-        text = f"{name} can gain at most {_x(b)}: the step waits for input {_pct(wait)} of the time"
-        if not _on_accelerator(result):
-            return Bound(knob, value, b, text + " (on a CPU the pipeline also takes cores from the step, "
-                                                "so a larger gain is possible here)", strict=False)
-        return Bound(knob, value, b, text)
-    compute = 1.0 - (wait or 0.0)
-    if knob == "mixed_precision":
-        dtype = "bfloat16" if "bfloat16" in str(value) else "float16"
-        ratio, kind = _dtype_ratio(result, dtype)
-        if ratio is None:
-            return Bound(knob, value, None, f"{name}: bound unknown: this machine's {dtype} and float32 peaks "
-                                            "were not measured")
-        b = amdahl(compute, max(ratio, 1.0))
-        peak = "this machine's" if kind == "measured" else "the datasheet"
-        return Bound(knob, value, b, f"{name} can gain at most {_x(b)}: compute is {_pct(compute)} of the step "
-                                     f"and {peak} {dtype} peak is {ratio:.2g}x its float32 peak")
-    if knob == "steps_per_execution":
-        spe = max(getattr(result, "steps_per_call", 1), 1)
-        if value <= spe:
-            return Bound(knob, value, 1.0, f"{name} can gain nothing: the run already ran {spe} steps a call")
-        mfu = getattr(result, "mfu", None)
-        if not mfu or mfu > 1.0:
-            return Bound(knob, value, None, f"{name}: bound unknown: a call's overhead is more than an empty "
-                                            "call's dispatch, and this run's FLOPs or peak were not counted")
-        b = 1.0 / mfu
-        overhead = getattr(result, "call_overhead_s", None)
-        floor = f"; an empty call alone costs {overhead * 1e6:.0f} us here" if overhead else ""
-        return Bound(knob, value, b, f"{name} can gain at most {_x(b)}: it removes per-call work (dispatch, the "
-                                     "host's share of each step), not FLOPs, and the step's FLOPs at this "
-                                     f"machine's measured {result.compute_dtype} peak take {_pct(mfu)} of it{floor}")
-    if knob == "jit_compile":
-        mfu = getattr(result, "mfu", None)
-        if not mfu:
-            return Bound(knob, value, None, f"{name}: bound unknown: XLA removes memory traffic and launches, "
-                                            "not FLOPs, and this run's FLOPs or peak were not counted")
-        floor = min((wait or 0.0) + mfu, 1.0)
-        b = 1.0 / floor
-        return Bound(knob, value, b, f"{name} can gain at most {_x(b)}: fusion removes memory traffic and "
-                                     f"launches, not FLOPs; the step's FLOPs at this machine's measured "
-                                     f"{result.compute_dtype} peak take {_pct(mfu)} of it")
-    return Bound(knob, value, None, f"{name}: bound unknown: no rule bounds this knob")
+    entry = advice.ADVICE.get(knob)
+    if entry is None or entry.bound is None:
+        return Bound(knob, value, None, f"{knob}: bound unknown: no rule bounds this knob")
+    return entry.bound(result, knob, value)
 
 
 def score_bound(bound: Optional[float], measured_speedup: float, noise: float = 0.0, *,

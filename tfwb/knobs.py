@@ -9,13 +9,21 @@ builds that metadata). Everything else is derived from the declarations:
 - the README / ``--help`` knob table (``markdown_table``);
 - its role (``Knob.role``, one of ``ROLES``), from which the knob lists that other modules
   keep are derived (``names``: the workload registry's source and generic pipeline knobs,
-  ``tfwb.expect``'s compute and input knobs, ``tfwb.diagnosis``'s hardware knobs);
+  ``tfwb.expect``'s compute and input knobs, ``tfwb.diagnosis``'s hardware knobs), and
+  whether ``tfwb.diagnosis`` suggests it to an input-bound run (``source``, ``pipeline``) or not;
 - how a sweep treats it (``Knob.sweep``: the values a default sweep tries; ``Knob.fixed``: why
   a sweep never varies it), read by ``sweep_space`` and ``fixed_reasons``;
 - when it counts as set (``Knob.is_set``: its ``off`` value, or a ``set_when`` predicate).
 
-Adding a knob is one field with its ``knob_field(...)`` on ``RunConfig``, the code that gives it its
-effect, and at most one expectation rule (``tfwb.expect.rules``).
+Adding a knob takes three things:
+
+1. its field on ``RunConfig`` (``tfwb.config``), declared with ``knob_field(...)``: kind, allowed
+   values, group, help, role, sweep treatment;
+2. the code that gives it its effect (the runner, or a workload's data);
+3. at most one advice entry in ``tfwb.advice.ADVICE``, keyed by its name: its expectation rule
+   (a function in ``tfwb.expect.rules``), the change ``tfwb.diagnosis`` suggests and in what
+   order, and the bound on what that change can gain.
+
 Pure: no TensorFlow, no UI library.
 """
 from __future__ import annotations
@@ -362,12 +370,6 @@ def fixed_reasons(cls: Any = None) -> Dict[str, str]:
         "the search sets each rung's steps (min_steps, eta)"
     """
     return {n: k.fixed for n, k in table(cls or declared()).items() if k.fixed}
-
-
-def grouped(cls: Any) -> Dict[str, Tuple[str, ...]]:
-    """``{group: field names}`` in ``GROUPS`` order, for every knob that has a control."""
-    knobs = table(cls)
-    return {g: tuple(n for n, k in knobs.items() if k.group == g) for g in GROUP_NAMES}
 
 
 def markdown_table(cls: Any) -> str:

@@ -10,6 +10,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterable, Optional, Tuple
 
+from tfwb import advice as _advice
 from tfwb import stats
 from tfwb.bottleneck import input_fraction
 from tfwb.config import RunConfig
@@ -27,8 +28,8 @@ STATUSES = ("ok", "failed", "interrupted", "diverged")
 NOTE_KINDS = ("data", "steps", "distribution", "tracing", "tensorflow", "observer", "other")
 #: Final loss: the mean of this share (at least one) of the last measured losses.
 FINAL_LOSS_SHARE = 0.25
-#: The dtype a run's matmuls compute in, per ``mixed_precision`` value (the peak its MFU is read against).
-COMPUTE_DTYPES = {"off": "float32", "mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
+#: The dtype a run's matmuls compute in, per ``mixed_precision`` value (``tfwb.advice.COMPUTE_DTYPES``).
+COMPUTE_DTYPES = _advice.COMPUTE_DTYPES
 #: ``mfu_text`` names at most this many uncounted layers, then how many more.
 UNCOUNTED_SHOWN = 3
 
@@ -463,7 +464,7 @@ class RunResult:
     @property
     def compute_dtype(self) -> str:
         """The dtype the run's matmuls compute in: ``float32``, ``float16`` or ``bfloat16``."""
-        return COMPUTE_DTYPES.get(self.config.mixed_precision, "float32")
+        return _advice.compute_dtype(self.config.mixed_precision)
 
     @property
     def achieved_flops_per_s(self) -> Optional[float]:

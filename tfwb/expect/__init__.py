@@ -5,7 +5,8 @@ agree" is decided by tested code, never by a conditional written in a notebook c
 
 - ``tfwb.expect.checks``: the checks, ``ab`` / ``check`` (A/B), ``at_least`` / ``at_most`` /
   ``equal`` (one measured value), ``unjudged``;
-- ``tfwb.expect.rules``: what each knob does on a machine, one table keyed by knob (``RULES``);
+- ``tfwb.expect.rules``: what each knob does on a machine, one rule function per knob, which
+  the knob's entry in ``tfwb.advice.ADVICE`` names (``RULES`` here is a view of that table);
 - here: ``expected_for(hardware, knob, value, baseline)`` (one rule, with the bound read from
   the baseline) and ``change(hardware, baseline, **change)`` (the A/B expectation for turning
   knobs), and ``table()`` (every rule on every described machine).
@@ -16,9 +17,10 @@ CPU, AVX-512 CPUs, a Colab T4, an A100, an H100, an L4, a TPU VM, a TPU v5e VM).
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple
 
 from tfwb.renamed import deprecated_alias
+from tfwb import advice as _advice
 from tfwb import hardware as _hardware
 from tfwb import knobs as _knobs
 from tfwb.bottleneck import BOUNDS, COMPUTE, INPUT, OVERHEAD, OVERHEAD_GPU_BUSY_PCT, bound_of, check_bound
@@ -27,7 +29,7 @@ from tfwb.hardware import MachineLike
 from tfwb.expect.checks import (AB, AGREED, CANNOT_TELL, DIRECTIONS, DISAGREED, FASTER, NOT_FASTER,
                                 NOT_SLOWER, SAME, SLOWER, Check, Equal, Expected, Threshold, Unjudged, ab,
                                 at_least, at_most, check, equal, unjudged)
-from tfwb.expect.rules import (MEMORY_MEASURES, PREFETCH_MIN_HIDDEN, RULES, SOURCES, TABLE_CHANGES,
+from tfwb.expect.rules import (MEMORY_MEASURES, PREFETCH_MIN_HIDDEN, SOURCES, TABLE_CHANGES, Rule,
                                best_compute_capability, default_device, precision_memory, source, target, where)
 
 __all__ = [
@@ -45,8 +47,33 @@ COMPUTE_KNOBS: Tuple[str, ...] = _knobs.names("compute", cls=RunConfig)
 #: Input knobs (their effect depends on whether the run waits on input): roles
 #: ``"source"`` and ``"pipeline"``.
 INPUT_KNOBS: Tuple[str, ...] = _knobs.names("source", "pipeline", cls=RunConfig)
-#: Every change ``expected_for`` knows: the keys of ``RULES``.
-KNOWN: Tuple[str, ...] = tuple(RULES)
+
+
+class _Rules(Mapping):
+    """``{knob: rule}`` for every ``tfwb.advice.ADVICE`` entry with a rule, read from the table on
+    each use (an entry added later is in it; the table may still be loading when this is built:
+    ``tfwb.advice`` imports ``tfwb.expect.rules``)."""
+
+    def __getitem__(self, knob: str) -> Rule:
+        entry = _advice.ADVICE.get(knob)
+        if entry is None or entry.rule is None:
+            raise KeyError(knob)
+        return entry.rule
+
+    def __iter__(self) -> Iterator[str]:
+        return (k for k, a in _advice.ADVICE.items() if a.rule is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+#: The expectation rule of each knob, ``RULES[knob](hardware, value, baseline, bound) -> Expected``:
+#: the rules of ``tfwb.advice.ADVICE``. ``sync`` (value False) is timing without a device sync,
+#: the one entry that is not a RunConfig field.
+RULES: Mapping[str, Rule] = _Rules()
 
 
 def _config(baseline: Any) -> Any:
@@ -86,7 +113,7 @@ def expected_for(hardware: MachineLike, knob: str, value: Any = True, baseline: 
         'slower'
     """
     if knob not in RULES:
-        raise ValueError(f"knob={knob!r} has no hardware expectation; one of {KNOWN}")
+        raise ValueError(f"knob={knob!r} has no hardware expectation; one of {tuple(RULES)}")
     check_bound(bound)
     if bound is None:
         bound = bound_of(baseline) if hasattr(baseline, "step_times_s") else None
@@ -203,7 +230,10 @@ def table(machines: Optional[Mapping[str, Mapping[str, Any]]] = None,
 
 
 def __getattr__(name: str) -> Any:
-    """The tfwb 0.1 name ``knob`` (now ``change``), with a DeprecationWarning (until 0.3)."""
+    """``KNOWN`` (every change ``expected_for`` knows: the keys of ``RULES``, read now), and the
+    tfwb 0.1 name ``knob`` (now ``change``), with a DeprecationWarning (until 0.3)."""
+    if name == "KNOWN":
+        return tuple(RULES)
     if name == "knob":
         return deprecated_alias(__name__, "knob", "change", lambda: change)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,6 +1,6 @@
-"""The rules: what each knob is expected to do on a machine, in one table keyed by knob.
+"""The rules: what each knob is expected to do on a machine, one function per knob.
 
-``RULES[knob](hardware, value, baseline, bound) -> Expected`` gives the direction of a
+A rule, ``rule(hardware, value, baseline, bound) -> Expected``, gives the direction of a
 change (the candidate relative to the baseline) and why, as a function of the hardware
 description (``tfwb.hardware.detect()`` or a machine in ``tfwb.hardware.DESCRIBED``),
 never a guess written for one machine. ``baseline`` is the run or config the change is
@@ -8,7 +8,8 @@ made to (its ``strategy`` decides where the step runs); ``bound`` is what limits
 (``tfwb.bottleneck``), or None when unknown. A rule raises ``ValueError`` for a value that
 is the baseline itself.
 
-Adding a knob's expectation is one function here and one entry in ``RULES``. The
+Adding a knob's expectation is one function here, named by the knob's entry in
+``tfwb.advice.ADVICE`` (``tfwb.expect.RULES`` is read from that table). The
 machine helpers (``target``, ``where``, ``best_compute_capability``) and the memory rule
 of a precision policy (``precision_memory``) live here too.
 
@@ -16,7 +17,7 @@ Pure: no TensorFlow.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from tfwb.hardware import Machine, MachineLike
 from tfwb.bottleneck import COMPUTE, INPUT, OVERHEAD
@@ -377,7 +378,7 @@ def _sync(kind: str, value: Any) -> Expected:
                     "saves only the sync's own small cost", than)
 
 
-def _tf32(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+def tf32_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
     """tf32=False: float32 matmuls and convolutions in full float32 instead of TF32."""
     than = "tf32=True (TensorFlow's default)"
     if value is not False:
@@ -413,44 +414,50 @@ def _kind(hw: MachineLike, baseline: Any) -> str:
     return target(hw, getattr(_config(baseline), "strategy", None))
 
 
-def _precision_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+def precision_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+    """mixed_precision: a 16-bit policy against float32."""
     return _precision(hw, value, _kind(hw, baseline), bound, baseline)
 
 
-def _jit_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+def jit_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+    """jit_compile=True: the step compiled by XLA."""
     if not value:
         raise ValueError("jit_compile=False is the baseline; turn it on to compare")
     return _downgrade(_jit(_kind(hw, baseline), bound), bound)
 
 
-def _steps_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+def steps_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+    """steps_per_execution > 1: several steps per call of the step function."""
     if value == 1:
         raise ValueError("steps_per_execution=1 is the baseline; compare a larger value")
     return _steps_per_call(_kind(hw, baseline), bound)
 
 
-def _strategy_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+def strategy_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+    """strategy: a distribution strategy against one device."""
     return _strategy(hw, value)
 
 
-def _sync_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+def sync_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+    """sync=False: timing without a device sync."""
     return _sync(_kind(hw, baseline), value)
 
 
-def _input_rule(knob: str) -> Rule:
+def input_rule(knob: str) -> Rule:
+    """The rule of input knob ``knob`` (``prefetch``, ``data_source``...): it depends on the input wait."""
     def rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
         return _input(hw, knob, value, baseline, bound)
-    rule.__name__ = f"_{knob}_rule"
+    rule.__name__ = f"{knob}_rule"
     return rule
 
 
-def _batch_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+def batch_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
     """A larger batch is more work per step: only time per example can be compared."""
     return Expected(None, "a different batch is a different amount of work per step; compare time per "
                           "example (a larger batch lowers it until the device is busy)")
 
 
-def _timing_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+def timing_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
     """timing='per_step' against the windowed default: a sync and a loss read after every step."""
     if value != "per_step":
         raise ValueError(f"timing={value!r} has no expectation against the default; give 'per_step'")
@@ -461,22 +468,6 @@ def _timing_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str
                         than="windowed timing")
     return Expected(SAME, "TensorFlow runs a graph's kernels on the CPU before the call returns: there is no "
                           "device work for windows to overlap", than="windowed timing")
-
-
-#: The one table: knob -> its rule. ``sync`` (value False) is timing without a device sync,
-#: the one entry that is not a RunConfig field.
-RULES: Dict[str, Rule] = {
-    "mixed_precision": _precision_rule,
-    "tf32": _tf32,
-    "jit_compile": _jit_rule,
-    "steps_per_execution": _steps_rule,
-    "strategy": _strategy_rule,
-    **{k: _input_rule(k) for k in ("prefetch", "parallel_map", "interleave", "cache", "vectorized_map",
-                                   "data_source")},
-    "sync": _sync_rule,
-    "batch_size": _batch_rule,
-    "timing": _timing_rule,
-}
 
 
 #: The published facts behind each rule, by (knob, where the step runs); ``(knob, None)``
@@ -538,7 +529,7 @@ def source(knob: str, kind: Optional[str] = None) -> str:
         return SOURCES[knob, None]
     if knob == "mixed_precision":
         return SOURCES[knob, "cpu"] if kind != "tpu" else SOURCES[knob, "tpu"]
-    raise ValueError(f"knob={knob!r} has no rule; one of {tuple(RULES)}")
+    raise ValueError(f"knob={knob!r} has no rule; one of {tuple(dict.fromkeys(k for k, _ in SOURCES))}")
 
 
 #: The changes ``tfwb.expect.table()`` shows for every described machine: (label, knob, value,

@@ -1,0 +1,326 @@
+"""One advice entry per knob: its expectation rule, its suggestion, its order and its bound.
+
+``ADVICE`` maps a knob to its ``Advice``; everything that treats knobs one by one reads it:
+
+- ``tfwb.expect.expected_for`` runs the entry's ``rule`` (``tfwb.expect.RULES`` is a view of
+  the rules here);
+- ``tfwb.diagnosis.diagnose`` offers the entries' ``suggest`` changes that the run's workload
+  honours, sorted by ``order``: an input knob's (its declared ``Knob.role`` is ``source`` or
+  ``pipeline``) to an input-bound run that reads through a pipeline (not
+  ``data_source="memory"``), any other knob's to a run that is not input-bound, where its rule
+  expects it faster on the run's machine;
+- ``tfwb.diagnosis.bound`` runs the entry's ``bound``: Amdahl's law on the measured
+  breakdown of the step. A knob can only shrink the part of the step it acts on, so it can
+  gain at most ``1 / (1 - part + part / r)`` where ``r`` is how much faster that part can get:
+
+  - input knobs (``input_wait_bound``: ``data_source='files'``, ``prefetch``, ``parallel_map``,
+    ``interleave``, ``cache``): the part is the input wait (``input_wait_fraction``), removable
+    at best entirely: ``1 / (1 - wait)``. On a CPU the pipeline shares cores with the step,
+    so removing its work can also speed the step itself: the bound is then not strict.
+  - ``mixed_precision``: the part is the compute share (``1 - wait``), sped up at most by the
+    peak ratio of the policy's compute dtype over float32 (this machine's measured peaks when
+    the run recorded them, else the datasheet's).
+  - ``steps_per_execution=k``: it removes per-call work (Python dispatch, the host's share of
+    each step, a sync), never FLOPs: the step cannot get shorter than its model FLOPs at this
+    machine's measured peak, ``1 / MFU``; unknown without an MFU. The measured cost of an empty
+    call (``call_overhead_s``) is only a floor of that work: in chapter 02 a bound built on it
+    alone (1.2x) was beaten by a measured 2.35x, so it is quoted, not used.
+  - ``jit_compile``: XLA fuses operations (fewer launches, less memory traffic), it does not
+    remove FLOPs: the step cannot get shorter than its input wait plus its model FLOPs at
+    this machine's measured peak: ``1 / (wait + MFU)``; unknown without an MFU.
+
+The dtype a ``mixed_precision`` policy computes in is ``compute_dtype`` (``COMPUTE_DTYPES``),
+for the run record, the runner's peak benchmark and the bound alike.
+
+Adding a knob is its ``knob_field(...)`` on ``RunConfig``, the code that gives it its effect,
+and one entry here. Pure: no TensorFlow, no UI library.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
+
+from tfwb.expect.rules import (Rule, batch_rule, input_rule, jit_rule, precision_rule, steps_rule,
+                               strategy_rule, sync_rule, tf32_rule, timing_rule)
+from tfwb.hardware import Machine
+
+#: The dtype a run's matmuls compute in, per ``mixed_precision`` value (the peak its MFU is read against).
+COMPUTE_DTYPES: Mapping[str, str] = {"off": "float32", "mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
+
+
+def compute_dtype(mixed_precision: Optional[str]) -> str:
+    """The dtype a run's matmuls compute in under a ``mixed_precision`` value (float32 for any other).
+
+    Example:
+        >>> compute_dtype("mixed_bfloat16"), compute_dtype("off")
+        ('bfloat16', 'float32')
+    """
+    return COMPUTE_DTYPES.get(str(mixed_precision), "float32")
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The most a suggestion can gain: ``speedup`` times faster at best, and why.
+
+    Attributes:
+        knob, value: the suggestion it bounds (``RunConfig`` field and value).
+        speedup: the bound (>= 1), or ``None`` when it cannot be computed from this run.
+        text: the sentence, e.g. ``"prefetch can gain at most 1.9x: the step waits for
+            input 47 % of the time"``.
+        strict: False where the bound assumes the rest of the step stays as it is but need not:
+            an input knob on a run whose step runs on the CPU, where the pipeline takes cores
+            from the step and removing its work can speed the step itself
+            (``tfwb.diagnosis.score_bound`` then explains a gain above the bound instead of
+            calling it wrong).
+    """
+
+    knob: str
+    value: object
+    speedup: Optional[float]
+    text: str
+    strict: bool = True
+
+
+#: ``suggest(knob, config, machine) -> (value, why)``, or None: nothing to suggest for this config.
+Suggest = Callable[[str, Any, Machine], Optional[Tuple[Any, str]]]
+#: ``bound(result, knob, value) -> Bound``: the most ``knob=value`` can gain on a measured run.
+BoundRule = Callable[[Any, str, Any], Bound]
+
+
+@dataclass(frozen=True)
+class Advice:
+    """One knob's advice (an entry of ``ADVICE``, keyed by the knob).
+
+    Attributes:
+        rule: ``rule(hardware, value, baseline, bound) -> Expected`` (``tfwb.expect.rules``):
+            what changing the knob should do on a machine; None: no expectation.
+        suggest: ``suggest(knob, config, machine) -> (value, why)`` or None: the change to offer
+            a run with this config on this machine; an empty ``why`` is the rule's. None: the
+            knob is never suggested.
+        order: where its suggestion goes among the others, lower first: a number, or
+            ``order(config) -> number`` where that depends on the run.
+        bound: ``bound(result, knob, value) -> Bound``: the most the change can gain on a
+            measured run; None: unknown.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> ADVICE["prefetch"].suggest("prefetch", SimpleNamespace(prefetch=False), Machine())
+        (True, 'overlap input with the step')
+    """
+
+    rule: Optional[Rule] = None
+    suggest: Optional[Suggest] = None
+    order: Union[float, Callable[[Any], float]] = 0
+    bound: Optional[BoundRule] = None
+
+    def priority(self, config: Any) -> float:
+        """Its ``order`` for this config (lower is suggested first)."""
+        return self.order(config) if callable(self.order) else self.order
+
+
+# -- text ------------------------------------------------------------------------------------
+def speedup_text(speedup: float) -> str:
+    """A speed-up as text: ``1.04x``, ``1.9x``, ``23x``, ``no limit``.
+
+    Example:
+        >>> speedup_text(1.04), speedup_text(1.87), speedup_text(23.2)
+        ('1.04x', '1.9x', '23x')
+    """
+    if math.isinf(speedup):
+        return "no limit"
+    return f"{speedup:.2f}x" if speedup < 1.2 else f"{speedup:.1f}x" if speedup < 10 else f"{speedup:.0f}x"
+
+
+def _pct(fraction: float) -> str:
+    v = fraction * 100
+    return f"{v:.0f} %" if v >= 10 or v == 0 else f"{v:.2g} %"
+
+
+def _label(knob: str, value: Any) -> str:
+    """``prefetch`` for a knob turned on, ``data_source='files'`` for any other value."""
+    return knob if value is True else f"{knob}={value!r}"
+
+
+# -- bounds ----------------------------------------------------------------------------------
+def amdahl(part: float, factor: float) -> float:
+    """The most a step gains when a ``part`` (0..1) of it gets ``factor`` times faster (``inf``: removed).
+
+    Raises:
+        ValueError: for a part outside 0..1 or a factor <= 0.
+
+    Example:
+        >>> round(amdahl(0.47, math.inf), 2), amdahl(0.5, 2.0)
+        (1.89, 1.3333333333333333)
+    """
+    if not 0 <= part <= 1:
+        raise ValueError(f"part={part!r} is not allowed; a fraction of the step, 0..1")
+    if factor <= 0:
+        raise ValueError(f"factor={factor!r} is not allowed; a speed-up factor > 0")
+    rest = 1.0 - part + (0.0 if math.isinf(factor) else part / factor)
+    return math.inf if rest <= 0 else 1.0 / rest
+
+
+def machine_of(result: Any) -> Machine:
+    """What a result's fingerprint says about its machine (GPUs, cores, CPU flags, a TPU)."""
+    fp = getattr(result, "fingerprint", None) or {}
+    return Machine.of({"gpus": list(fp.get("gpus") or []), "cpu_count": fp.get("cpu_count"),
+                       "cpu_flags": tuple(fp.get("cpu_flags") or ()),
+                       "tpu": any("TPU" in str(d) for d in fp.get("logical_devices") or ())})
+
+
+def _on_accelerator(result: Any) -> bool:
+    """True when the run's step ran on a GPU or a TPU (read from its fingerprint and strategy)."""
+    hw = machine_of(result)
+    strategy = getattr(getattr(result, "config", None), "strategy", None)
+    return bool(hw.gpus) or (strategy == "tpu" and bool(hw.tpu))
+
+
+def _wait(result: Any) -> Optional[float]:
+    """The run's input-wait fraction, clamped to 0..1 (None: not measured)."""
+    wait = result.input_wait_fraction
+    return min(max(wait, 0.0), 1.0) if wait is not None else None
+
+
+def input_wait_bound(result: Any, knob: str, value: Any) -> Bound:
+    """An input knob's bound: it can remove the input wait at most, ``1 / (1 - wait)``.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> r = SimpleNamespace(input_wait_fraction=0.47, fingerprint={"gpus": [{"name": "G"}]})
+        >>> input_wait_bound(r, "prefetch", True).text
+        'prefetch can gain at most 1.9x: the step waits for input 47 % of the time'
+    """
+    wait, name = _wait(result), _label(knob, value)
+    if wait is None:
+        return Bound(knob, value, None, f"{name}: bound unknown: the input wait was not measured")
+    b = amdahl(wait, math.inf)
+    text = f"{name} can gain at most {speedup_text(b)}: the step waits for input {_pct(wait)} of the time"
+    if not _on_accelerator(result):
+        return Bound(knob, value, b, text + " (on a CPU the pipeline also takes cores from the step, "
+                                            "so a larger gain is possible here)", strict=False)
+    return Bound(knob, value, b, text)
+
+
+def _dtype_ratio(result: Any, dtype: str) -> Tuple[Optional[float], str]:
+    """(peak of ``dtype`` over float32's on this run's machine, which peaks it compares)."""
+    peaks = getattr(result, "peaks", None) or {}
+    lo, hi = peaks.get("float32") or {}, peaks.get(dtype) or {}
+    if lo.get("measured") and hi.get("measured"):
+        return hi["measured"] / lo["measured"], "measured"
+    if lo.get("datasheet") and hi.get("datasheet"):
+        return hi["datasheet"] / lo["datasheet"], "datasheet"
+    return None, ""
+
+
+def _precision_bound(result: Any, knob: str, value: Any) -> Bound:
+    """The compute share, sped up by the policy's peak over float32's."""
+    compute, dtype, name = 1.0 - (_wait(result) or 0.0), compute_dtype(value), str(value)
+    ratio, kind = _dtype_ratio(result, dtype)
+    if ratio is None:
+        return Bound(knob, value, None, f"{name}: bound unknown: this machine's {dtype} and float32 peaks "
+                                        "were not measured")
+    b = amdahl(compute, max(ratio, 1.0))
+    peak = "this machine's" if kind == "measured" else "the datasheet"
+    return Bound(knob, value, b, f"{name} can gain at most {speedup_text(b)}: compute is {_pct(compute)} of the "
+                                 f"step and {peak} {dtype} peak is {ratio:.2g}x its float32 peak")
+
+
+def _steps_bound(result: Any, knob: str, value: Any) -> Bound:
+    """Per-call work removed, never FLOPs: ``1 / MFU``."""
+    name = _label(knob, value)
+    spe = max(getattr(result, "steps_per_call", 1), 1)
+    if value <= spe:
+        return Bound(knob, value, 1.0, f"{name} can gain nothing: the run already ran {spe} steps a call")
+    mfu = getattr(result, "mfu", None)
+    if not mfu or mfu > 1.0:
+        return Bound(knob, value, None, f"{name}: bound unknown: a call's overhead is more than an empty "
+                                        "call's dispatch, and this run's FLOPs or peak were not counted")
+    b = 1.0 / mfu
+    overhead = getattr(result, "call_overhead_s", None)
+    floor = f"; an empty call alone costs {overhead * 1e6:.0f} us here" if overhead else ""
+    return Bound(knob, value, b, f"{name} can gain at most {speedup_text(b)}: it removes per-call work (dispatch, "
+                                 "the host's share of each step), not FLOPs, and the step's FLOPs at this "
+                                 f"machine's measured {result.compute_dtype} peak take {_pct(mfu)} of it{floor}")
+
+
+def _xla_bound(result: Any, knob: str, value: Any) -> Bound:
+    """Memory traffic and launches removed, never FLOPs: ``1 / (wait + MFU)``."""
+    name = "XLA (jit_compile=True)"
+    mfu = getattr(result, "mfu", None)
+    if not mfu:
+        return Bound(knob, value, None, f"{name}: bound unknown: XLA removes memory traffic and launches, "
+                                        "not FLOPs, and this run's FLOPs or peak were not counted")
+    b = 1.0 / min((_wait(result) or 0.0) + mfu, 1.0)
+    return Bound(knob, value, b, f"{name} can gain at most {speedup_text(b)}: fusion removes memory traffic and "
+                                 f"launches, not FLOPs; the step's FLOPs at this machine's measured "
+                                 f"{result.compute_dtype} peak take {_pct(mfu)} of it")
+
+
+# -- suggestions -----------------------------------------------------------------------------
+def _turn_on(why: str) -> Suggest:
+    """Suggest ``knob=True`` where the config has it off."""
+    return lambda knob, cfg, machine: None if getattr(cfg, knob) else (True, why)
+
+
+def _files_behind_latency(cfg: Any) -> bool:
+    """Files read behind a storage latency: interleave hides the latency (several reads at
+    once), prefetch only overlaps the still serial reads with the step, so interleave goes first."""
+    return cfg.data_source == "files" and getattr(cfg, "storage_latency_ms", None) != 0
+
+
+def _interleave(knob: str, cfg: Any, machine: Machine) -> Optional[Tuple[Any, str]]:
+    if cfg.interleave:
+        return None
+    if _files_behind_latency(cfg):
+        return True, "read several shards at once: it hides storage latency, which prefetch only overlaps"
+    return True, "read several shards at once (hides storage latency)"
+
+
+def _parallel_map(knob: str, cfg: Any, machine: Machine) -> Optional[Tuple[Any, str]]:
+    cores = machine.cpu_count
+    if cfg.parallel_map or cores == 1:
+        return None
+    return True, f"decode and augment on {f'the {cores} CPU cores' if cores else 'several cores'}"
+
+
+def _data_source(knob: str, cfg: Any, machine: Machine) -> Optional[Tuple[Any, str]]:
+    if cfg.data_source != "generator":
+        return None
+    return "files", "read the files with tf.data instead of a Python generator"
+
+
+def _policy(knob: str, cfg: Any, machine: Machine) -> Optional[Tuple[Any, str]]:
+    """bfloat16 where it has matrix units (a TPU, compute capability 8.0 on), else float16."""
+    if cfg.mixed_precision != "off":
+        return None
+    cc = machine.compute_capability
+    return ("mixed_bfloat16" if machine.tpu or (cc and cc >= (8, 0)) else "mixed_float16"), ""
+
+
+def _steps_per_call(knob: str, cfg: Any, machine: Machine) -> Optional[Tuple[Any, str]]:
+    return (8, "") if cfg.steps_per_execution == 1 else None
+
+
+#: The table: knob -> its advice. ``sync`` (value False) is timing without a device sync, the one
+#: entry that is not a RunConfig field. Entries without ``suggest`` only have an expectation.
+ADVICE: Dict[str, Advice] = {
+    "mixed_precision": Advice(rule=precision_rule, suggest=_policy, order=10, bound=_precision_bound),
+    "tf32": Advice(rule=tf32_rule),
+    "jit_compile": Advice(rule=jit_rule, suggest=_turn_on(""), order=20, bound=_xla_bound),
+    "steps_per_execution": Advice(rule=steps_rule, suggest=_steps_per_call, order=30, bound=_steps_bound),
+    "strategy": Advice(rule=strategy_rule),
+    "data_source": Advice(rule=input_rule("data_source"), suggest=_data_source, order=10, bound=input_wait_bound),
+    "prefetch": Advice(rule=input_rule("prefetch"), suggest=_turn_on("overlap input with the step"), order=20,
+                       bound=input_wait_bound),
+    "parallel_map": Advice(rule=input_rule("parallel_map"), suggest=_parallel_map, order=30,
+                           bound=input_wait_bound),
+    "interleave": Advice(rule=input_rule("interleave"), suggest=_interleave,
+                         order=lambda cfg: 15 if _files_behind_latency(cfg) else 35, bound=input_wait_bound),
+    "cache": Advice(rule=input_rule("cache"), suggest=_turn_on("decode once, reuse every epoch"), order=40,
+                    bound=input_wait_bound),
+    "vectorized_map": Advice(rule=input_rule("vectorized_map")),
+    "sync": Advice(rule=sync_rule),
+    "batch_size": Advice(rule=batch_rule),
+    "timing": Advice(rule=timing_rule),
+}
