@@ -37,7 +37,7 @@ def legend_labels(ax):
 
 
 # -- the package: one module per family, re-exported ---------------------------------------------------
-FAMILIES = ("common", "steps", "utilization", "comparison", "profile", "curves", "limits")
+FAMILIES = ("common", "step_times", "utilization", "comparison", "profile", "curves", "limits")
 
 
 def test_the_package_reexports_each_family_and_holds_no_logic():

@@ -173,6 +173,19 @@ def other_cpu_pct(result: RunResult) -> Optional[float]:
     return stats.median(values) if values else None
 
 
+def busy(result: RunResult) -> bool:
+    """Whether other programs used ``stats.BUSY_OTHER_CPU_PCT`` or more of the CPU during the run's steps.
+
+    Unknown (no samples) counts as not busy.
+
+    Example:
+        >>> busy(RunResult(config=RunConfig()))
+        False
+    """
+    load = other_cpu_pct(result)
+    return load is not None and load >= stats.BUSY_OTHER_CPU_PCT
+
+
 def _load_bin(result: RunResult) -> Optional[int]:
     load = other_cpu_pct(result)
     return None if load is None else int(load // LOAD_BIN_PCT)
@@ -184,8 +197,9 @@ def noise_band(results: Sequence[RunResult], *,
 
     Finished runs of the same configuration (``label`` ignored), workload size and
     machine, during which other programs used a similar share of the CPU (the same
-    ``LOAD_BIN_PCT`` bin; swings in that load are judged apart, see
-    ``stats.compare``), form a group; ``stats.learn_noise`` pools the groups' spread
+    ``LOAD_BIN_PCT`` bin), form a group; runs during which the machine was busy
+    (``busy``) are left out, so a history that mixes quiet and busy runs learns the
+    quiet machine's band; ``stats.learn_noise`` pools the groups' spread
     of median step times. Only runs on the machine of the latest finished run count.
 
     Args:
@@ -200,7 +214,7 @@ def noise_band(results: Sequence[RunResult], *,
         >>> noise_band([]) == stats.DEFAULT_NOISE
         True
     """
-    ok = [r for r in results if r.ok]
+    ok = [r for r in results if r.ok and not busy(r)]          # a busy moment teaches no noise band
     if not ok:
         return default
     machine = _machine(ok[-1])
@@ -410,7 +424,8 @@ def history_rows(results: Sequence[RunResult], baseline: Optional[RunResult] = N
         (``"baseline"``, ``"1.42x faster"``, ``"1.03x slower: no significant difference"``,
         ``"per example: 1.21x faster (batch 128 vs 64)"``, or ``""``), ``comparison`` (the
         verdict's kind: ``stats.FASTER``, ``stats.SLOWER``, ``stats.NO_DIFFERENCE``,
-        ``stats.NOT_COMPARABLE``, ``stats.TOO_FEW``, ``"baseline"`` or ``None``),
+        ``stats.CANNOT_TELL_BUSY``, ``stats.CANNOT_TELL_DRIFT``, ``stats.TOO_FEW``,
+        ``"baseline"`` or ``None``),
         ``is_baseline``;
         the same against the previous finished run of the same size: ``previous``
         (its index, or ``None``), ``prev_changes`` (``format_changes`` against it;
@@ -707,8 +722,9 @@ def noise_note(rows: Sequence[Dict[str, Any]]) -> str:
     if used is None:
         return ""
     return (f"Run-to-run noise: {used['noise_text']}. Two runs differ significantly only when their IQRs "
-            "do not overlap, their medians differ by more than that, and the slower run did not just "
-            "have less CPU because other programs were busier.")
+            "do not overlap and their medians differ by more than that; runs during which other programs "
+            f"used {stats.BUSY_OTHER_CPU_PCT:.0f} % or more of the CPU, or that drifted, cannot tell (compare "
+            "them interleaved).")
 
 
 def format_table(rows: Sequence[Dict[str, Any]]) -> str:

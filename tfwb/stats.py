@@ -6,11 +6,12 @@ ways to ask "is this difference real?":
 * ``compare(baseline, candidate)``: two single runs' per-step times. A difference is
   significant only when the two runs' inter-quartile ranges do not overlap, the
   ratio of their medians lies outside the run-to-run noise band (how far apart two
-  runs of the same configuration land on this machine, ``NoiseBand``), and, when
-  the share of the CPU other programs used during each run is known, the ratio is
-  larger than that difference in load could explain. Steps within one run share
-  the machine's state at that moment, so their spread understates how much a
-  second run of the same configuration can differ.
+  runs of the same configuration land on this machine, ``NoiseBand``). Steps within one
+  run share the machine's state at that moment, so their spread understates how much a
+  second run of the same configuration can differ. Two separate runs never decide when
+  the machine was busy during either (other programs used ``BUSY_OTHER_CPU_PCT`` or more
+  of the CPU) or a run drifted beyond the band: the verdict is "cannot tell", and the
+  interleaved comparison below is the way to decide.
 * ``learn_noise(groups)``: that band, learned from repeated identical runs
   (``DEFAULT_NOISE`` until there are enough).
 * ``compare_rounds(baseline, candidate)``: per-round times of two configurations
@@ -32,9 +33,23 @@ from typing import Optional, Sequence, Tuple
 FASTER, SLOWER, NO_DIFFERENCE, TOO_FEW = ("faster", "slower", "no significant difference",
                                            "too few steps to tell")
 TOO_FEW_ROUNDS = "too few rounds to tell"
-#: Verdict when the slower run had so much less CPU (other programs busier) that the load
-#: alone could explain the difference.
-NOT_COMPARABLE = "not comparable"
+#: Verdicts of two separate runs that cannot decide: other programs used the CPU during either
+#: run (``BUSY_OTHER_CPU_PCT``), or a run's own step times drifted beyond the noise band between
+#: its first and last third. Neither run then says what this machine does when quiet; only an
+#: interleaved comparison (``compare_rounds``) can decide, since drift hits both sides alike.
+CANNOT_TELL_BUSY = "cannot tell: the machine was busy"
+CANNOT_TELL_DRIFT = "cannot tell: a run drifted"
+CANNOT_TELL = (CANNOT_TELL_BUSY, CANNOT_TELL_DRIFT)
+#: The tfwb 0.1 name of the busy verdict (then "not comparable", given only when the load could
+#: explain the ratio; now any busy run cannot decide).
+NOT_COMPARABLE = CANNOT_TELL_BUSY
+#: Other programs using at least this share of all cores (percent) during a run make it busy:
+#: its comparison with a separate run says "cannot tell", and it teaches no noise band.
+BUSY_OTHER_CPU_PCT = 10.0
+#: Fewest steps a run needs before its drift (last third against first third) is judged.
+MIN_STEPS_FOR_DRIFT = 9
+#: What to do instead, in every "cannot tell" text.
+INTERLEAVE_HINT = "compare the two configurations interleaved (tfwb.compare_interleaved) to decide"
 MIN_STEPS_TO_COMPARE = 5
 #: Fewest alternating rounds with which a sign test at 5 % can decide (6 of 6: p = 0.031).
 MIN_ROUNDS_TO_COMPARE = 6
@@ -45,9 +60,6 @@ MIN_NOISE_DOF = 2
 #: other programs' CPU use, the largest source on a shared machine, are judged apart
 #: (``other_cpu_pct`` in ``compare``).
 DEFAULT_NOISE_PCT = 10.0
-#: Differences in other programs' CPU share (percentage points of all cores) below this
-#: are ignored by ``compare``.
-MIN_LOAD_GAP_PCT = 10.0
 #: Two-sided 5 % significance level for ``compare_rounds``.
 ALPHA = 0.05
 
@@ -209,23 +221,6 @@ def learn_noise(groups: Sequence[Sequence[float]], *, default: NoiseBand = DEFAU
 
 # -- two single runs ----------------------------------------------------------------
 
-def load_factor(other_cpu_pct: Tuple[float, float]) -> float:
-    """How much slower the busier of two runs could be from other programs' CPU use alone.
-
-    A run that had ``100 - busy`` % of the machine instead of ``100 - quiet`` % gets
-    ``(100 - quiet) / (100 - busy)`` times less CPU; the factor is that, squared,
-    because a step split over several threads also waits for the one that lost its
-    core (on a shared 2-core machine the measured slowdowns exceeded the plain CPU
-    ratio, ``benchmarks/noise.py``). The busier share is capped at 95 %.
-
-    Example:
-        >>> round(load_factor((10.0, 50.0)), 2)
-        3.24
-    """
-    quiet, busy = sorted(min(max(float(v), 0.0), 95.0) for v in other_cpu_pct)
-    return ((100.0 - quiet) / (100.0 - busy)) ** 2
-
-
 def ratio_text(speedup: float) -> str:
     """A ratio of two times in words, never bare: which way it points, and how far.
 
@@ -251,7 +246,9 @@ class Comparison:
 
     ``speedup`` is baseline median / candidate median (> 1: the candidate is
     faster). ``verdict`` is one of ``faster``, ``slower``,
-    ``no significant difference``, ``not comparable`` and ``too few steps to tell``.
+    ``no significant difference``, ``too few steps to tell`` and the two ``CANNOT_TELL``
+    verdicts (a busy machine, a drifting run). ``drift`` is each run's last-third median over
+    its first-third median, when it had enough steps.
     ``noise`` is the run-to-run band the ratio had to leave; ``within_noise`` is True
     when the IQRs were apart but the ratio stayed inside it; ``other_cpu_pct`` is the
     share of all cores other programs used during (baseline, candidate), when known.
@@ -264,6 +261,7 @@ class Comparison:
     noise: NoiseBand = DEFAULT_NOISE
     within_noise: bool = False
     other_cpu_pct: Optional[Tuple[float, float]] = None
+    drift: Tuple[Optional[float], Optional[float]] = (None, None)
 
     @property
     def ratio(self) -> float:
@@ -282,14 +280,15 @@ class Comparison:
                 slower: no significant difference"``), the default; ``False`` gives the
                 old bare form (``"0.84x: ..."``), kept for a caller that needs the raw
                 ratio (none in tfwb).
-            reference: what the candidate was compared with, as a "not comparable" text
+            reference: what the candidate was compared with, as a "cannot tell" text
                 names it (``"the previous run (#3)"``).
 
         Returns:
             e.g. ``"1.42x faster"``, ``"1.03x faster: no significant difference"``,
             ``"1.08x slower: no significant difference (within ±10 % run-to-run noise)"``
-            or ``"1.82x slower: not comparable (other programs used 10 % of the CPU
-            during the baseline, 50 % during this run)"`` (``"1.00x: ..."`` when the
+            or ``"1.82x slower: cannot tell: the machine was busy (other programs used 10 % of
+            the CPU during the baseline, 50 % during this run); compare ... interleaved ..."``
+            (never "faster" or "slower" alone there; ``"1.00x: ..."`` when the
             ratio is 1 to two decimals); with ``directed=False`` the bare ratio
             (``"0.92x: ..."``).
 
@@ -303,9 +302,15 @@ class Comparison:
             return f"{factor:.2f}x {self.verdict}"
         head = ratio_text(self.speedup) if directed else f"{self.speedup:.2f}x"
         text = f"{head}: {self.verdict}"
-        if self.verdict == NOT_COMPARABLE and self.other_cpu_pct is not None:
+        if self.verdict == CANNOT_TELL_BUSY and self.other_cpu_pct is not None:
             b, c = self.other_cpu_pct
-            text += f" (other programs used {b:.0f} % of the CPU during {reference}, {c:.0f} % during this run)"
+            text += (f" (other programs used {b:.0f} % of the CPU during {reference}, {c:.0f} % during this run); "
+                     f"{INTERLEAVE_HINT}")
+        elif self.verdict == CANNOT_TELL_DRIFT:
+            parts = [f"{ratio_text(1.0 / d)} from its first third to its last" + f" ({who})"
+                     for d, who in zip(self.drift, (reference, "this run")) if d is not None
+                     and not self.noise.contains(d)]
+            text += f" ({'; '.join(parts)}); {INTERLEAVE_HINT}"
         elif self.within_noise:
             whose = "this machine's " if self.noise.learned else ""
             text += f" (within {whose}\u00b1{self.noise.pct:.0f} % run-to-run noise)"
@@ -330,9 +335,12 @@ def compare(baseline: Sequence[float], candidate: Sequence[float], *,
             (see ``learn_noise`` and ``tfwb.report.noise_band``).
         other_cpu_pct: the share of all cores (0-100) other programs used during
             (baseline, candidate); ``None`` (or a ``None`` inside) when unknown. When
-            the slower run was the busier one by at least ``MIN_LOAD_GAP_PCT`` points
-            and its ratio is within ``load_factor`` times the band, the verdict is
-            ``not comparable``.
+            either is at least ``BUSY_OTHER_CPU_PCT``, the verdict is
+            ``CANNOT_TELL_BUSY``, whatever the ratio: a busy moment says nothing about
+            the quiet machine.
+
+    A run whose last third of steps is slower or faster than its first third by more than
+    the band (``drift_of``; ``MIN_STEPS_FOR_DRIFT`` steps or more) gives ``CANNOT_TELL_DRIFT``.
 
     Raises:
         ValueError: for empty input or a zero median.
@@ -342,8 +350,10 @@ def compare(baseline: Sequence[float], candidate: Sequence[float], *,
         '2.00x faster'
         >>> compare([1.05] * 5, [1.0] * 5).verdict
         'no significant difference'
-        >>> compare([1.0] * 5, [1.6] * 5, other_cpu_pct=(10, 50)).verdict
-        'not comparable'
+        >>> compare([1.0] * 5, [1.6] * 5, other_cpu_pct=(2, 50)).verdict
+        'cannot tell: the machine was busy'
+        >>> compare([1.0] * 9, [0.5] * 6 + [1.0] * 3).verdict      # the candidate sped up 2x midway
+        'cannot tell: a run drifted'
     """
     noise = DEFAULT_NOISE if noise is None else noise
     b, c = Spread.of(baseline), Spread.of(candidate)
@@ -354,28 +364,38 @@ def compare(baseline: Sequence[float], candidate: Sequence[float], *,
     if other_cpu_pct is not None and None not in other_cpu_pct:
         loads = (float(other_cpu_pct[0]), float(other_cpu_pct[1]))
     within = False
+    drift = (drift_of(baseline), drift_of(candidate))
     if min(b.n, c.n) < MIN_STEPS_TO_COMPARE:
         verdict = TOO_FEW
+    elif loads is not None and max(loads) >= BUSY_OTHER_CPU_PCT:
+        verdict = CANNOT_TELL_BUSY
+    elif any(d is not None and not noise.contains(d) for d in drift):
+        verdict = CANNOT_TELL_DRIFT
     elif b.overlaps(c):
         verdict = NO_DIFFERENCE
-    elif loads is not None and _explained_by_load(speedup, loads, noise):
-        verdict = NOT_COMPARABLE
     elif noise.contains(speedup):
         verdict, within = NO_DIFFERENCE, True
     else:
         verdict = FASTER if speedup > 1 else SLOWER
     return Comparison(speedup=speedup, baseline=b, candidate=c, verdict=verdict, noise=noise,
-                      within_noise=within, other_cpu_pct=loads)
+                      within_noise=within, other_cpu_pct=loads, drift=drift)
 
 
-def _explained_by_load(speedup: float, loads: Tuple[float, float], noise: NoiseBand) -> bool:
-    """True when the slower run was the busier one and the load gap could explain the ratio."""
-    gap = loads[1] - loads[0]                    # > 0: other programs were busier during the candidate
-    if abs(gap) < MIN_LOAD_GAP_PCT or speedup == 1.0:
-        return False
-    slower_was_busier = (speedup < 1) == (gap > 0)
-    limit = math.log(load_factor(loads)) + math.log1p(noise.pct / 100.0)
-    return slower_was_busier and abs(math.log(speedup)) <= limit
+def drift_of(times: Sequence[float]) -> Optional[float]:
+    """A run's drift: the median of its last third of steps over the median of its first third.
+
+    ``None`` for fewer than ``MIN_STEPS_FOR_DRIFT`` steps. Above 1: the run slowed down.
+
+    Example:
+        >>> drift_of([1.0] * 6 + [1.5] * 3), drift_of([1.0] * 8)
+        (1.5, None)
+    """
+    values = [float(v) for v in times if not math.isnan(float(v))]       # in the order they ran
+    if len(values) < MIN_STEPS_FOR_DRIFT:
+        return None
+    k = len(values) // 3
+    first, last = median(values[:k]), median(values[-k:])
+    return last / first if first > 0 else None
 
 
 # -- alternating rounds -------------------------------------------------------------

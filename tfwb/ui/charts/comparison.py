@@ -87,8 +87,10 @@ def _phrase(kind: Optional[str], speedup: Optional[float], other: str,
         text = f"{factor:.2f}x {kind} than {other}"
     elif kind == stats.NO_DIFFERENCE:
         text = f"no significant difference from {other}" + (f" ({stats.ratio_text(speedup)})" if speedup else "")
-    elif kind == stats.NOT_COMPARABLE:
-        text = f"not comparable with {other}: other programs took CPU"
+    elif kind == stats.CANNOT_TELL_BUSY:
+        text = f"cannot tell against {other}: the machine was busy"
+    elif kind == stats.CANNOT_TELL_DRIFT:
+        text = f"cannot tell against {other}: a run drifted"
     elif kind == stats.TOO_FEW:
         text = f"too few steps to compare with {other}"
     else:
