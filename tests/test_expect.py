@@ -616,3 +616,40 @@ def test_per_step_timing_is_slower_only_where_a_device_runs_the_step(machine, di
     assert e.direction == direction and e.than == "windowed timing"
     with pytest.raises(ValueError, match="timing='windowed' has no expectation"):
         expected_for(DESCRIBED[machine], "timing", "windowed")
+
+
+def _with_other_cpu(r, other_pct, cores=2):
+    """``r`` with utilization samples: other programs used ``other_pct`` % of all cores during its steps."""
+    import dataclasses
+    from tfwb.records import Sample
+    starts, t = [], 0.0
+    for d in r.step_times_s:
+        starts.append(t)
+        t += d
+    samples = tuple(Sample(t_s=i * t / 4, cpu_process_pct=100.0, cpu_system_pct=100.0 / cores + other_pct)
+                    for i in range(5))
+    return dataclasses.replace(r, step_start_s=starts, samples=samples,
+                               fingerprint={"cpu_count": cores, "cpu_model": "test cpu"})
+
+
+def test_an_expectation_check_of_two_runs_gives_the_history_tables_verdict():
+    """Issue 26: chapter 08's two fits got "did NOT agree" from the check and "not comparable" from
+    the history table. Both now come from tfwb.pairs.compare_runs: a busy pair cannot tell in both."""
+    from tfwb import pairs, report
+    quiet = _with_other_cpu(result(step_s=0.10, wait_s=0.0), 2.0)
+    busy = _with_other_cpu(result(step_s=0.18, wait_s=0.0), 55.0)
+    c = ab("a compute change", "faster").check(quiet, busy)
+    table = report.history_rows([quiet, busy])[1]
+    assert c.comparison.verdict == table["comparison"] == pairs.compare_runs(quiet, busy).verdict
+    assert c.agreed is None and c.result == "cannot tell" and "machine was busy" in c.measured
+
+
+def test_a_gain_beyond_the_changes_own_bound_reads_as_drift_not_agreement():
+    """Issue 26: "prefetch: not slower" with a bound of 1.03x measured 1.57x faster and read "agreed"."""
+    hw = DESCRIBED["binder-2core-avx2"]
+    base = result(step_s=0.100, wait_s=0.003)                 # waits 3 %: prefetch can gain ~1.03x
+    e = change(hw, base, prefetch=True)
+    assert e.bound is not None and e.bound.speedup == pytest.approx(1 / 0.97, rel=0.01)
+    c = e.check(base, result(step_s=0.0637, wait_s=0.0))      # 1.57x faster
+    assert c.agreed is None and "beyond the 1.03x its mechanism allows" in c.note
+    assert change(hw, base, prefetch=True).check(base, result(step_s=0.099, wait_s=0.0)).agreed is not False

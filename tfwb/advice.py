@@ -39,24 +39,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from tfwb.expect.rules import (Rule, batch_rule, input_rule, jit_rule, precision_rule, steps_rule,
                                strategy_rule, sync_rule, tf32_rule, timing_rule)
 from tfwb.hardware import Machine
 
-#: The dtype a run's matmuls compute in, per ``mixed_precision`` value (the peak its MFU is read against).
-COMPUTE_DTYPES: Mapping[str, str] = {"off": "float32", "mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
-
-
-def compute_dtype(mixed_precision: Optional[str]) -> str:
-    """The dtype a run's matmuls compute in under a ``mixed_precision`` value (float32 for any other).
-
-    Example:
-        >>> compute_dtype("mixed_bfloat16"), compute_dtype("off")
-        ('bfloat16', 'float32')
-    """
-    return COMPUTE_DTYPES.get(str(mixed_precision), "float32")
+from tfwb.config import COMPUTE_DTYPES, compute_dtype  # noqa: E402,F401 - declared beside the policies; advice's names too
 
 
 @dataclass(frozen=True)

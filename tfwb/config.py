@@ -13,12 +13,27 @@ import dataclasses
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Optional, Union
+from typing import Any, Dict, Iterable, Mapping, Optional, Union
 
 from tfwb import knobs as _knobs
 from tfwb.knobs import knob_field
 
 MIXED_PRECISION = ("off", "mixed_float16", "mixed_bfloat16")
+
+#: The dtype a run's matmuls compute in, per ``mixed_precision`` value (the peak its MFU is read against).
+COMPUTE_DTYPES: Dict[str, str] = {"off": "float32", "mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
+
+
+def compute_dtype(mixed_precision: Optional[str]) -> str:
+    """The dtype a run's matmuls compute in under a ``mixed_precision`` value (float32 for any other).
+
+    Example:
+        >>> compute_dtype("mixed_bfloat16"), compute_dtype("off")
+        ('bfloat16', 'float32')
+    """
+    return COMPUTE_DTYPES.get(str(mixed_precision), "float32")
+
+
 STRATEGIES = ("default", "mirrored", "multi_worker", "parameter_server", "tpu")
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "rmsprop", "nadam")
 CLIP_KINDS = ("norm", "global_norm", "value")

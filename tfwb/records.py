@@ -10,11 +10,9 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterable, Optional, Tuple
 
-from tfwb import advice as _advice
 from tfwb import stats
-from tfwb.bottleneck import input_fraction
-from tfwb.config import RunConfig
-from tfwb.diagnosis import diagnose
+from tfwb.bottleneck import input_fraction, input_verdict
+from tfwb.config import COMPUTE_DTYPES as _COMPUTE_DTYPES, RunConfig, compute_dtype as _compute_dtype
 
 #: 2: notes are (kind, text) pairs; warm-up gradient norms and loss scales kept apart.
 #: 3: model FLOPs per step, this machine's measured and datasheet peaks, MFU, per-call overhead
@@ -28,8 +26,8 @@ STATUSES = ("ok", "failed", "interrupted", "diverged")
 NOTE_KINDS = ("data", "steps", "distribution", "tracing", "tensorflow", "observer", "other")
 #: Final loss: the mean of this share (at least one) of the last measured losses.
 FINAL_LOSS_SHARE = 0.25
-#: The dtype a run's matmuls compute in, per ``mixed_precision`` value (``tfwb.advice.COMPUTE_DTYPES``).
-COMPUTE_DTYPES = _advice.COMPUTE_DTYPES
+#: The dtype a run's matmuls compute in, per ``mixed_precision`` value (``tfwb.config.COMPUTE_DTYPES``).
+COMPUTE_DTYPES = _COMPUTE_DTYPES
 #: ``mfu_text`` names at most this many uncounted layers, then how many more.
 UNCOUNTED_SHOWN = 3
 
@@ -464,7 +462,7 @@ class RunResult:
     @property
     def compute_dtype(self) -> str:
         """The dtype the run's matmuls compute in: ``float32``, ``float16`` or ``bfloat16``."""
-        return _advice.compute_dtype(self.config.mixed_precision)
+        return _compute_dtype(self.config.mixed_precision)
 
     @property
     def achieved_flops_per_s(self) -> Optional[float]:
@@ -541,7 +539,11 @@ class RunResult:
         return seq[0] if seq else None
 
     def summary(self) -> str:
-        """One line: median step time, IQR, throughput, input share, verdict."""
+        """One line: median step time, IQR, throughput, MFU, the input-bound verdict.
+
+        Data only: what to try next is an interpretation (``tfwb.diagnose(result)``), which the
+        record does not import.
+        """
         name = self.config.label or self.config.workload
         if not self.ok:
             return f"{name}: {self.status}: {self.error or 'no measured steps'}"
@@ -552,7 +554,9 @@ class RunResult:
         mfu = self.mfu_text()
         if mfu:
             parts.append(mfu)
-        parts.append(diagnose(self).headline)   # includes the input-wait share; last: it ends with a suggestion
+        frac = self.input_wait_fraction
+        if frac is not None:
+            parts.append(f"{input_verdict(frac)} (input wait {frac:.0%})")
         return ", ".join(parts)
 
     # -- JSON ----------------------------------------------------------------

@@ -170,7 +170,22 @@ def change(hardware: MachineLike, baseline: Any = None, **change: Any) -> AB:
     strategy = change.get("strategy", getattr(_config(baseline), "strategy", None))
     label = ", ".join(f"{k}={v!r}" for k, v in change.items())
     return AB(f"{label} on {where(hardware, strategy)}", e.direction, e.why,
-              compute=any(k in COMPUTE_KNOBS for k in change))
+              compute=any(k in COMPUTE_KNOBS for k in change), bound=_bound(baseline, change))
+
+
+def _bound(baseline: Any, change: Mapping[str, Any]) -> Any:
+    """The Amdahl bound of a one-knob change to a measured run (``tfwb.advice``), else None."""
+    if len(change) != 1 or not getattr(baseline, "step_times_s", None):
+        return None
+    (knob, value), = change.items()
+    entry = _advice.ADVICE.get(knob)
+    if entry is None or entry.bound is None:
+        return None
+    try:
+        b = entry.bound(baseline, knob, value)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return None
+    return b if b.speedup is not None else None
 
 
 # -- the table of described machines ----------------------------------------------------------

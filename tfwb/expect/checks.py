@@ -22,6 +22,8 @@ from typing import Any, Optional, Sequence, Union
 
 from tfwb import stats
 from tfwb.bottleneck import MODERATE_INPUT_FRACTION
+from tfwb.pairs import compare_runs
+from tfwb.records import RunResult
 
 #: Directions an A/B expectation may take (the candidate relative to the baseline).
 FASTER, SLOWER, SAME = stats.FASTER, stats.SLOWER, stats.NO_DIFFERENCE
@@ -173,12 +175,17 @@ class AB:
         why (str): the reason, shown before the runs.
         compute (bool): a compute lesson (precision, XLA...): a disagreement while either
             run waited on input is reported as "cannot tell", since the pipeline hides it.
+        bound (tfwb.advice.Bound | None): the most the change can gain on the baseline run
+            (Amdahl's law on its measured step). A gain measured beyond it (and beyond the
+            noise band) is not the mechanism at work: the check says "cannot tell" (the
+            machine drifted between the runs), never "agreed".
     """
 
     claim: str
     expected: Optional[str]
     why: str = ""
     compute: bool = False
+    bound: Any = None
 
     def __post_init__(self) -> None:
         if self.expected is not None and self.expected not in DIRECTIONS:
@@ -197,7 +204,10 @@ class AB:
                 seconds; or, alone, a finished comparison (``stats.Comparison``,
                 ``stats.RoundsComparison`` from ``compare_interleaved``).
             noise (stats.NoiseBand | None, default None): the run-to-run band for
-                ``stats.compare`` (its default when None).
+                ``stats.compare`` (its default when None). Two RunResults are compared as the
+                history table compares them (``tfwb.pairs.compare_runs``: per example when the
+                batches differ; "cannot tell" when other programs used the CPU during either
+                run or a run drifted), so a page never shows two verdicts for one pair.
 
         Returns:
             A ``Check``; ``agreed`` is None when a run failed or there were too few steps.
@@ -209,18 +219,39 @@ class AB:
             b, c = _times(baseline), _times(candidate)
             if not b or not c:
                 return Check(self.claim, expected, None, None, not_measured(baseline, candidate))
-            cmp = stats.compare(b, c) if noise is None else stats.compare(b, c, noise=noise)
+            if isinstance(baseline, RunResult) and isinstance(candidate, RunResult):
+                cmp = compare_runs(baseline, candidate, noise=noise)    # the history table's decision, load included
+            else:
+                cmp = stats.compare(b, c) if noise is None else stats.compare(b, c, noise=noise)
             runs = (baseline, candidate)
         if self.expected is None:
             return Check(self.claim, expected, cmp, None, cmp.text(),
                          "no fixed expectation on this hardware")
         agreed = _agrees(self.expected, cmp.verdict)
         note = ""
+        beyond = _beyond_bound(self.bound, cmp)
+        if agreed is not None and beyond:
+            agreed, note = None, beyond
         shares = [s for s in map(_input_share, runs) if s is not None]
         if agreed is False and self.compute and shares and max(shares) >= MODERATE_INPUT_FRACTION:
             agreed = None
             note = _hidden_by_input(runs, max(shares))
         return Check(self.claim, expected, cmp, agreed, cmp.text(), note)
+
+
+def _beyond_bound(bound: Any, cmp: Any) -> str:
+    """Why a faster verdict is not the change's doing: it beats the change's own bound by more than the noise."""
+    limit = getattr(bound, "speedup", None)
+    if limit is None or getattr(cmp, "verdict", None) != FASTER:
+        return ""
+    noise = getattr(getattr(cmp, "noise", None), "pct", 0.0) or 0.0
+    if cmp.speedup <= limit * (1.0 + noise / 100.0):
+        return ""
+    why = ("the machine drifted between the runs" if getattr(bound, "strict", True) else
+           "more than removing the input wait can explain: the machine drifted, or the pipeline's own "
+           "CPU work was slowing the step")
+    return (f"measured {cmp.speedup:.2f}x faster, beyond the {limit:.2f}x its mechanism allows ({why}); "
+            f"{stats.INTERLEAVE_HINT}")
 
 
 def ab(claim: str, expected: Union[str, Expected, None], *, compute: bool = False) -> AB:
