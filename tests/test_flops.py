@@ -22,11 +22,13 @@ def mobilenet_v2():
 
 
 def test_resnet50_matches_the_paper(resnet50):
-    # He et al. 2015, Table 1: 3.8 x 10^9 "FLOPs", i.e. multiply-adds (x2 here).
+    # He et al. 2015, Table 1: 3.8 x 10^9 "FLOPs", i.e. multiply-adds (x2 here) of the
+    # convolutions and the classifier: the matmul part of the count.
     c = count_flops(resnet50)
     assert c.complete, c.uncounted
     assert 3.8e9 <= c.multiply_adds <= 4.1e9
-    assert c.multiply_adds == c.per_example / 2
+    assert c.multiply_adds == c.matmul_per_example / 2
+    assert c.matmul_per_example + c.elementwise_per_example == c.per_example
 
 
 def test_mobilenet_v2_matches_the_paper(mobilenet_v2):
@@ -34,6 +36,10 @@ def test_mobilenet_v2_matches_the_paper(mobilenet_v2):
     c = count_flops(mobilenet_v2)
     assert c.complete, c.uncounted
     assert 0.28e9 <= c.multiply_adds <= 0.33e9
+    assert c.multiply_adds == pytest.approx(300e6, rel=0.01)   # the convolutions and the classifier alone
+    # Its batch norms, ReLU6s, residual adds and biases are elementwise: a few % on top, reported
+    # apart (MFU counts the matmuls and convolutions only, what the matmul peak measures).
+    assert 0.03 <= c.elementwise_per_example / c.matmul_per_example <= 0.08
 
 
 def test_by_layer_adds_up_and_names_every_layer(mobilenet_v2):
@@ -63,8 +69,80 @@ def _functional(*layers, shape):
 def test_dense_is_two_flops_per_multiply_add_plus_the_bias():
     m = _functional(keras.layers.Dense(4), shape=(8,))
     assert count_flops(m).per_example == 2 * 8 * 4 + 4
+    assert (count_flops(m).matmul_per_example, count_flops(m).elementwise_per_example) == (2 * 8 * 4, 4)
     m = _functional(keras.layers.Dense(4, use_bias=False, activation="relu"), shape=(3, 8))
     assert count_flops(m).per_example == 3 * (2 * 8 * 4 + 4)     # 3 rows, ReLU 1 per element
+
+
+def small_cnn():
+    return _functional(
+        keras.layers.Conv2D(4, 3, activation="relu"),        # 6x6x3 -> 4x4x4
+        keras.layers.BatchNormalization(),
+        keras.layers.MaxPooling2D(2),                        # -> 2x2x4
+        keras.layers.Flatten(),
+        keras.layers.Dense(5),                               # 16 -> 5
+        shape=(6, 6, 3))
+
+
+def test_the_split_of_a_small_cnn_matches_a_hand_count():
+    c = count_flops(small_cnn())
+    conv = 2 * (4 * 4) * (3 * 3 * 3 * 4)      # 16 output positions, a 3x3x3 kernel per filter, 4 filters
+    dense = 2 * 16 * 5
+    elementwise = (4 * 4 * 4) * (1 + 1)       # the conv's bias and ReLU, per output element
+    elementwise += 4 * (4 * 4 * 4)            # batch norm: 4 per element
+    elementwise += 2 * 2 * (2 * 2 * 4)        # max pooling 2x2: 4 per output element
+    elementwise += 5                          # the dense bias
+    assert c.complete
+    assert c.matmul_per_example == conv + dense == 3616
+    assert c.elementwise_per_example == elementwise == 453
+    assert c.per_example == conv + dense + elementwise
+    assert c.train_step(8, "matmul") == 3 * 8 * 3616 and c.train_step(8, "elementwise") == 3 * 8 * 453
+    assert c.train_step(8) == c.train_step(8, "matmul") + c.train_step(8, "elementwise")
+    assert "3.62e-06 G in matmuls and convolutions, 4.53e-07 G elementwise" in c.summary()
+    with pytest.raises(ValueError, match="part='conv'"):
+        c.train_step(8, "conv")
+
+
+def test_attention_splits_its_softmax_and_biases_from_its_matmuls():
+    q = keras.Input((5, 8))
+    m = keras.Model(q, keras.layers.MultiHeadAttention(num_heads=2, key_dim=3)(q, q))
+    c = count_flops(m)
+    biases = 3 * 5 * (2 * 3) + 5 * 8                  # q, k, v biases (heads x key_dim) and the output's
+    assert c.elementwise_per_example == biases + 5 * 2 * 5 * 5   # and the softmax over the scores
+    matmuls = 2 * 5 * (8 * 2 * 3) * 3 + 2 * 5 * (2 * 3 * 8) + 2 * 2 * 5 * 5 * 3 * 2
+    assert c.matmul_per_example == matmuls
+
+
+def test_limits_counts_the_matmul_part_for_mfu_and_the_elementwise_part_apart(monkeypatch):
+    from types import SimpleNamespace
+
+    from tfwb.records import RunResult
+    from tfwb.tf.runner import train
+    from tfwb.tf.runner.matmul_peak import Peak
+
+    peak = Peak("CPU (2 cores)", "float32", 34e9, 1.5, loaded=False,
+                figures=((29e9, False), (13e9, True), (34e9, False)))
+    monkeypatch.setattr(train, "call_overhead_s", lambda: 1e-5)
+    monkeypatch.setattr(train, "_step_devices", lambda strategy: ("CPU", 1, "CPU"))
+    monkeypatch.setattr(train, "_peak", lambda d, device, fast: peak)
+    monkeypatch.setattr(train, "_datasheet", lambda kind, device, d: (None, ""))
+    cfg = RunConfig(batch_size=8)
+    out = train.limits(cfg, strategy=None, model=small_cnn())
+    assert out["model_flops_per_step"] == 3 * 8 * 3616                    # what MFU divides: matmuls only
+    assert out["peaks"]["float32"]["spread"] == {"low": 29e9, "high": 34e9, "count": 2, "measured": 3}
+    assert out["peaks"]["float32"]["loaded"] is False
+    assert set(out) <= set(train.LIMIT_FIELDS)                            # every key is a RunResult field
+    RunResult(config=cfg, step_times_s=(0.1,) * 3, **out)
+    monkeypatch.setattr(train, "LIMIT_FIELDS", train.LIMIT_FIELDS + train.NEW_LIMIT_FIELDS)
+    out = train.limits(cfg, strategy=None, model=small_cnn())
+    assert out["elementwise_flops_per_step"] == 3 * 8 * 453
+    assert out["peak_spread"] == {"low": 29e9, "high": 34e9, "count": 2, "measured": 3}
+    assert out["peak_loaded"] is False
+    busy = SimpleNamespace(flops_per_s=13e9, device="CPU", reason="", loaded=True, spread=(13e9, 13e9, 1),
+                           figures=((13e9, True),))
+    monkeypatch.setattr(train, "_peak", lambda d, device, fast: busy)
+    out = train.limits(cfg, strategy=None, model=small_cnn())
+    assert out["peak_loaded"] is True and out["peak_spread"]["count"] == 1
 
 
 def _single(layer, shape):
@@ -184,5 +262,6 @@ def test_tf_cost_estimate_of_a_matmul_and_of_what_cannot_trace():
 
 def test_flop_count_and_format():
     c = FlopCount(per_example=10.0, uncounted=("x (Y)",))
-    assert not c.complete and c.train_step(4) is None
+    assert not c.complete and c.train_step(4) is None and c.train_step(4, "matmul") is None
+    assert c.matmul_per_example == 10.0 and c.elementwise_per_example == 0.0     # built without the split
     assert format_flops(3.2e12, "FLOP/s") == "3.2 TFLOP/s"

@@ -770,9 +770,10 @@ def test_flops_are_three_times_forward_times_the_global_batch():
     # Dense(4->8) and Dense(8->3): 2 FLOPs per multiply-add, plus bias and ReLU; 3x for the training step.
     from tfwb.tf.runner.flops import count_flops
 
-    forward = count_flops(tiny_model(r.config)).per_example
-    assert forward >= 2 * (4 * 8 + 8 * 3)
-    assert r.model_flops_per_step == pytest.approx(3 * forward * 16)
+    count = count_flops(tiny_model(r.config))
+    assert count.matmul_per_example == 2 * (4 * 8 + 8 * 3)          # MFU's part: the matmuls
+    assert r.model_flops_per_step == pytest.approx(3 * count.matmul_per_example * 16)
+    assert r.elementwise_flops_per_step == pytest.approx(3 * count.elementwise_per_example * 16)
 
 
 class Mystery(keras.layers.Layer):

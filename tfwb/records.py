@@ -192,11 +192,17 @@ class RunResult:
         traces: how many times TF traced the step function (its own count; ``None``
             in eager execution); ``traces_after_warmup``: how many of those happened
             after warm-up (retracing: new input shapes or Python-value arguments).
-        model_flops_per_step: the model's FLOPs per training step, counted from its layers
-            (``tfwb.tf.runner.flops.count_flops``): 3 x forward FLOPs per example x global
+        model_flops_per_step: the FLOPs of the model's matmuls and convolutions per training
+            step, counted from its layers (``tfwb.tf.runner.flops.count_flops``,
+            ``FlopCount.train_step(batch, "matmul")``): 3 x forward FLOPs per example x global
             batch (forward plus two backward matmuls, the convention behind "model FLOPs
-            utilization"); ``None`` when some layer could not be counted (``flops_uncounted``
-            names them), the run failed before its model existed, or the record predates it.
+            utilization"); what the measured peak (a matmul benchmark) measures, so MFU compares
+            like with like. ``None`` when some layer could not be counted (``flops_uncounted``
+            names them), the run failed before its model existed, or the record predates it
+            (records made before ``elementwise_flops_per_step`` counted both parts here).
+        elementwise_flops_per_step: the step's elementwise FLOPs (bias adds, activations,
+            normalisation, pooling, merges, softmax), same convention, kept out of MFU (they
+            run far below a matmul peak); ``None`` when not counted or not recorded.
         flops_uncounted: ``"name (ClassName)"`` of every layer the count could not read.
         peak_flops_per_s: this machine's measured peak FLOP/s in the run's compute dtype
             (``compute_dtype``) on the devices the step ran on (a matmul benchmark,
@@ -207,8 +213,16 @@ class RunResult:
         datasheet_flops_per_s / datasheet_source: the published (or, for a CPU, the
             cores x clock x FLOPs-per-cycle) peak of that dtype, and where it comes from.
         peaks: per dtype (``float32``, ``bfloat16``, ``float16``) ``{"measured": FLOP/s or
-            None, "datasheet": FLOP/s or None, "source": str}``: what the bound of a mixed
-            precision suggestion reads (``tfwb.diagnosis``).
+            None, "datasheet": FLOP/s or None, "source": str, "loaded": bool or None,
+            "spread": dict or None}`` (the last two as ``peak_loaded`` and ``peak_spread``):
+            what the bound of a mixed precision suggestion reads (``tfwb.diagnosis``).
+        peak_spread: ``{"low", "high", "count", "measured"}``: the lowest and highest (FLOP/s,
+            like ``peak_flops_per_s``) of the ``count`` figures the peak is the highest of (the
+            quiet ones; the loaded ones when none was quiet), and how many figures the cache
+            kept (``measured``, loaded ones included); ``None`` when not measured or not recorded.
+        peak_loaded: the peak was measured while other programs took at least 10 % of the cores
+            (``matmul_peak.BUSY_SHARE``): it likely reads low, so MFU reads high; it is measured
+            again by the next run. ``None`` when unknown.
         call_overhead_s: the measured cost of one call of a ``tf.function`` that does no work
             (dispatch alone): a floor of the per-call overhead ``steps_per_execution``
             amortises; ``None`` when not measured.
@@ -261,6 +275,9 @@ class RunResult:
     peaks: dict = field(default_factory=dict)
     call_overhead_s: Optional[float] = None
     mfu: Optional[float] = None
+    elementwise_flops_per_step: Optional[float] = None
+    peak_spread: Optional[dict] = None
+    peak_loaded: Optional[bool] = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.config, RunConfig):
@@ -282,8 +299,10 @@ class RunResult:
             raise ValueError("input_wait_s must have one value per measured step")
         object.__setattr__(self, "flops_uncounted", tuple(str(n) for n in self.flops_uncounted))
         object.__setattr__(self, "peaks", json.loads(json.dumps(_finite(self.peaks), default=str)))
+        if self.peak_spread is not None:
+            object.__setattr__(self, "peak_spread", json.loads(json.dumps(_finite(self.peak_spread), default=str)))
         for name in ("model_flops_per_step", "peak_flops_per_s", "datasheet_flops_per_s", "call_overhead_s",
-                     "mfu"):
+                     "mfu", "elementwise_flops_per_step"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                       or not math.isfinite(value) or value < 0):
@@ -516,16 +535,35 @@ class RunResult:
         if self.mfu > 1.0:
             # Achieved above the "peak": the benchmark read low (a short budget, other work on the
             # cores), or the step's kernels beat a square matmul of the benchmark's size.
+            load = " under load" if self.peak_loaded else ""
             text = (f"MFU not meaningful: the step achieved {percent(self.mfu)} of the {dtype} peak measured "
-                    "here, so that measurement read low (measure it again on a quiet machine: "
-                    "tfwb.measure_peak(cache=False))")
+                    f"here{load}, so that measurement read low (measure it again on a quiet machine: "
+                    f"tfwb.measure_peak(\"{dtype}\", refresh=True))")
             if self.datasheet_mfu is not None:
                 text += f"; {percent(self.datasheet_mfu)} of {self._datasheet_name}"
             return text
         text = f"MFU {percent(self.mfu)} of this machine's measured {dtype} peak"
+        about = [self._peak_spread_text] if self._peak_spread_text else []
         if self.datasheet_mfu is not None:
-            text += f" ({percent(self.datasheet_mfu)} of {self._datasheet_name})"
+            about.append(f"{percent(self.datasheet_mfu)} of {self._datasheet_name}")
+        if about:
+            text += f" ({'; '.join(about)})"
         return text
+
+    @property
+    def _peak_spread_text(self) -> str:
+        """``"measured 3 times, 29-34 GFLOP/s"``, ``"measured under load, 13 GFLOP/s: it likely reads
+        low"`` or ``""`` (a record without a spread)."""
+        s = self.peak_spread
+        if not isinstance(s, dict) or not s.get("count") or not s.get("high"):
+            return ""
+        n = int(s["count"])
+        times = "once" if n == 1 else f"{n} times"
+        span = (_flop_rate(s["high"]) if n == 1 or not s.get("low") or s["low"] == s["high"]
+                else f"{_flop_rate(s['low'], unit=False)}-{_flop_rate(s['high'])}")
+        if self.peak_loaded:
+            return f"measured {times} under load, {span}: it likely reads low"
+        return f"measured {times}, {span}"
 
     @property
     def _datasheet_name(self) -> str:
@@ -611,6 +649,12 @@ class RunResult:
         except (TypeError, json.JSONDecodeError) as e:
             raise ValueError(f"not a RunResult: invalid JSON ({e})") from None
         return cls.from_dict(data)
+
+
+def _flop_rate(value: float, unit: bool = True) -> str:
+    """``"34 GFLOP/s"`` (``"34"`` without the unit; the scale of 1e9 below a tera)."""
+    scale, prefix = (1e12, "T") if value >= 1e12 else (1e9, "G")
+    return f"{value / scale:.3g}" + (f" {prefix}FLOP/s" if unit else "")
 
 
 def percent(fraction: float) -> str:

@@ -14,6 +14,14 @@ FLOPs per element (the constants below); a training step is 3x the forward FLOPs
 forward pass plus two matmuls of the same size in the backward pass, the convention behind
 "model FLOPs utilization" in the PaLM paper, Chowdhery et al. 2022, Appendix B).
 
+The count is split in two (``FlopCount.matmul_per_example`` and ``elementwise_per_example``):
+the FLOPs of matmuls and convolutions (dense, einsum-dense, convolutions of every kind, dot,
+attention's projections, scores and weighted sum), which is what a matmul benchmark's peak
+measures and so what MFU counts, and the elementwise FLOPs (bias adds, activations,
+normalisation, pooling, merges, softmax), which run far below that peak and are reported
+apart. Papers' multiply-adds count the first part only (``multiply_adds``): MobileNetV2's
+elementwise FLOPs add about 5 % to it.
+
 A layer with weights this module has no formula for is named in ``FlopCount.uncounted``,
 never counted as 0; a run then reports no MFU rather than a wrong one. Layers without
 weights and without arithmetic worth counting (Reshape, Flatten, Dropout, padding,
@@ -24,7 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import keras
 
@@ -47,20 +55,26 @@ class FlopCount:
     """Forward FLOPs per example of a model, layer by layer.
 
     Attributes:
-        per_example: forward FLOPs per example of the layers counted (multiply-add = 2 FLOPs).
+        per_example: forward FLOPs per example of the layers counted (multiply-add = 2 FLOPs),
+            both parts together (``matmul_per_example + elementwise_per_example``).
         uncounted: ``"name (ClassName)"`` of every layer with weights or compute not counted.
-        by_layer: ``(layer name, forward FLOPs per example)`` in the model's order; nested
-            layers are named ``outer/inner``.
+        by_layer: ``(layer name, forward FLOPs per example)`` in the model's order, both parts
+            together; nested layers are named ``outer/inner``.
+        elementwise_per_example: the part of ``per_example`` that is elementwise (bias adds,
+            activations, normalisation, pooling, merges, softmax): not what a matmul peak
+            measures. The rest is ``matmul_per_example``.
 
     Example:
-        >>> c = FlopCount(per_example=2e6, uncounted=(), by_layer=(("dense", 2e6),))
-        >>> c.complete, c.train_step(32)
-        (True, 192000000.0)
+        >>> c = FlopCount(per_example=2e6, uncounted=(), by_layer=(("dense", 2e6),),
+        ...               elementwise_per_example=1e5)
+        >>> c.complete, c.train_step(32), c.matmul_per_example, c.train_step(32, "elementwise")
+        (True, 192000000.0, 1900000.0, 9600000.0)
     """
 
     per_example: float
     uncounted: Tuple[str, ...] = ()
     by_layer: Tuple[Tuple[str, float], ...] = ()
+    elementwise_per_example: float = 0.0
 
     @property
     def complete(self) -> bool:
@@ -68,19 +82,43 @@ class FlopCount:
         return not self.uncounted
 
     @property
-    def multiply_adds(self) -> float:
-        """``per_example / 2``: the "FLOPs" (multiply-adds) of the papers on CNNs."""
-        return self.per_example / 2
+    def matmul_per_example(self) -> float:
+        """Forward FLOPs per example in matmuls and convolutions: what a matmul peak measures (MFU's part)."""
+        return self.per_example - self.elementwise_per_example
 
-    def train_step(self, batch: int) -> Optional[float]:
-        """FLOPs of one training step over ``batch`` examples: 3 x forward; None when not complete."""
+    @property
+    def multiply_adds(self) -> float:
+        """``matmul_per_example / 2``: the "FLOPs" (multiply-adds) of the papers on CNNs, which
+        count the matmuls and convolutions only."""
+        return self.matmul_per_example / 2
+
+    def train_step(self, batch: int, part: str = "all") -> Optional[float]:
+        """FLOPs of one training step over ``batch`` examples: 3 x forward; None when not complete.
+
+        Args:
+            batch: examples per step (the global batch).
+            part: ``"all"`` (``per_example``), ``"matmul"`` (matmuls and convolutions: what MFU
+                counts) or ``"elementwise"``; each gets the same 3x.
+
+        Raises:
+            ValueError: for another ``part``.
+        """
+        forward = {"all": self.per_example, "matmul": self.matmul_per_example,
+                   "elementwise": self.elementwise_per_example}.get(part)
+        if forward is None:
+            raise ValueError(f"part={part!r} is not allowed; one of 'all', 'matmul', 'elementwise'")
         if not self.complete:
             return None
-        return 3.0 * self.per_example * batch
+        return 3.0 * forward * batch
 
     def summary(self) -> str:
-        """One line: ``"4.09 GFLOPs per example (forward)"`` or what was not counted."""
-        text = f"{self.per_example / 1e9:.3g} GFLOPs per example (forward)"
+        """One line: ``"4.09 GFLOPs per example (forward; 3.9 G in matmuls and convolutions, 0.19 G
+        elementwise)"`` or what was not counted."""
+        text = f"{self.per_example / 1e9:.3g} GFLOPs per example (forward"
+        if self.elementwise_per_example:
+            text += (f"; {self.matmul_per_example / 1e9:.3g} G in matmuls and convolutions, "
+                     f"{self.elementwise_per_example / 1e9:.3g} G elementwise")
+        text += ")"
         if self.uncounted:
             text += f"; not counted (layers: {', '.join(self.uncounted)})"
         return text
@@ -98,15 +136,17 @@ def count_flops(model: Any) -> FlopCount:
             ``build`` or a first call) or a built layer.
 
     Returns:
-        A ``FlopCount``; layers it could not count are in ``uncounted``.
+        A ``FlopCount``; layers it could not count are in ``uncounted``; its
+        ``matmul_per_example`` and ``elementwise_per_example`` split the count.
 
     Raises:
         ValueError: for a model that is not built (no shapes to count from).
 
     Example:
         >>> m = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])  # doctest: +SKIP
-        >>> count_flops(m).per_example  # 2*8*4 multiply-adds + 4 bias adds   # doctest: +SKIP
-        68.0
+        >>> c = count_flops(m)   # 2*8*4 multiply-adds + 4 bias adds                # doctest: +SKIP
+        >>> c.per_example, c.matmul_per_example, c.elementwise_per_example          # doctest: +SKIP
+        (68.0, 64.0, 4.0)
     """
     if not getattr(model, "built", False):
         raise ValueError(f"model={getattr(model, 'name', model)!r} is not built; call "
@@ -117,13 +157,15 @@ def count_flops(model: Any) -> FlopCount:
     else:
         counter.layer(model, None, None, "", top=True)
     return FlopCount(per_example=float(sum(f for _, f in counter.rows)),
-                     uncounted=tuple(counter.uncounted), by_layer=tuple(counter.rows))
+                     uncounted=tuple(counter.uncounted), by_layer=tuple(counter.rows),
+                     elementwise_per_example=float(counter.elementwise))
 
 
 class _Counter:
     def __init__(self) -> None:
         self.rows: List[Tuple[str, float]] = []
         self.uncounted: List[str] = []
+        self.elementwise = 0.0
 
     def walk_model(self, model: Any, prefix: str) -> None:
         if isinstance(model, keras.Sequential):
@@ -152,13 +194,15 @@ class _Counter:
         if ins is None:
             ins = _build_shapes(op)
         try:
-            flops = _formula(op, ins or [], outs)
+            split = _formula(op, ins or [], outs)
         except _Unknown:
             self.uncounted.append(label + ": shape unknown")
             return
-        if flops is not None:
+        if split is not None:
+            matmul, elementwise = split
             note = " (lookup: 0 FLOPs)" if isinstance(op, keras.layers.Embedding) else ""
-            self.rows.append((name + note, float(flops)))
+            self.rows.append((name + note, float(matmul) + float(elementwise)))
+            self.elementwise += float(elementwise)
             return
         if not isinstance(op, keras.Layer):          # a keras.ops call in a functional graph
             self.rows.append((name, 0.0))
@@ -226,11 +270,11 @@ def _activation(fn: Any) -> int:
     return ACTIVATION_FLOPS.get(name, UNKNOWN_ACTIVATION_FLOPS)
 
 
-def _epilogue(op: Any, n_out: int) -> int:
+def _epilogue(op: Any, n_out: int) -> float:
     """Bias add and fused activation, per output element."""
     extra = n_out if getattr(op, "bias", None) is not None else 0
     act = getattr(op, "activation", None)
-    return extra + (_activation(act) * n_out if act is not None else 0)
+    return float(extra + (_activation(act) * n_out if act is not None else 0))
 
 
 def _layer_class(*names: str) -> Tuple[type, ...]:
@@ -255,37 +299,51 @@ _ELEMENTWISE_OPS = {"Add", "Subtract", "Multiply", "Divide", "TrueDivide", "Maxi
                     "Power", "Square", "Sqrt", "Exp", "Negative", "Abs"}
 
 
-def _formula(op: Any, ins: List[Shape], outs: Optional[List[Shape]]) -> Optional[float]:
-    """Forward FLOPs per example, or None when ``op`` has no formula here."""
+def _formula(op: Any, ins: List[Shape], outs: Optional[List[Shape]]) -> Optional[Tuple[float, float]]:
+    """Forward FLOPs per example as ``(matmul and convolution, elementwise)``, or None when
+    ``op`` has no formula here."""
     L = keras.layers
     if isinstance(op, _ZERO_WITH_WEIGHTS):
-        return 0.0
+        return 0.0, 0.0
     if isinstance(op, L.MultiHeadAttention):
         return _attention(op)
     if not ins and not outs:
         raise _Unknown("no shapes")
     if isinstance(op, L.Dense):
         n_out = _n(_output_shapes(op, ins, outs)[0])
-        return 2.0 * n_out * op.kernel.shape[0] + _epilogue(op, n_out)
+        return 2.0 * n_out * op.kernel.shape[0], _epilogue(op, n_out)
     if isinstance(op, L.EinsumDense):
         n_out = _n(_output_shapes(op, ins, outs)[0])
-        return 2.0 * n_out * _contracted(op.equation, tuple(op.kernel.shape)) + _epilogue(op, n_out)
+        return 2.0 * n_out * _contracted(op.equation, tuple(op.kernel.shape)), _epilogue(op, n_out)
     if isinstance(op, _TRANSPOSE):
         n_out = _n(_output_shapes(op, ins, outs)[0])
         spatial_in = _n(ins[0]) / op.kernel.shape[-1]
-        return 2.0 * spatial_in * _size(op.kernel) + _epilogue(op, n_out)
+        return 2.0 * spatial_in * _size(op.kernel), _epilogue(op, n_out)
     if isinstance(op, _SEPARABLE):
         n_out = _n(_output_shapes(op, ins, outs)[0])
         spatial = n_out / op.filters
-        return 2.0 * spatial * (_size(op.depthwise_kernel) + _size(op.pointwise_kernel)) + _epilogue(op, n_out)
+        return 2.0 * spatial * (_size(op.depthwise_kernel) + _size(op.pointwise_kernel)), _epilogue(op, n_out)
     if isinstance(op, _DEPTHWISE):
         n_out = _n(_output_shapes(op, ins, outs)[0])
         spatial = n_out / (op.kernel.shape[-2] * op.kernel.shape[-1])
-        return 2.0 * spatial * _size(op.kernel) + _epilogue(op, n_out)
+        return 2.0 * spatial * _size(op.kernel), _epilogue(op, n_out)
     if isinstance(op, _CONV):
         n_out = _n(_output_shapes(op, ins, outs)[0])
         spatial = n_out / op.filters
-        return 2.0 * spatial * _size(op.kernel) + _epilogue(op, n_out)
+        return 2.0 * spatial * _size(op.kernel), _epilogue(op, n_out)
+    if isinstance(op, L.Dot):
+        n_out = _n(_output_shapes(op, ins, outs)[0])
+        axes = op.axes if isinstance(op.axes, (list, tuple)) else (op.axes, op.axes)
+        return 2.0 * n_out * _dim(ins[0], axes[0]), 0.0
+    if not isinstance(op, keras.Layer) and type(op).__name__ == "Matmul" and len(ins) == 2:
+        return 2.0 * _n(_output_shapes(op, ins, outs)[0]) * _dim(ins[0], -1), 0.0   # keras.ops.matmul
+    elementwise = _elementwise(op, ins, outs)
+    return None if elementwise is None else (0.0, elementwise)
+
+
+def _elementwise(op: Any, ins: List[Shape], outs: Optional[List[Shape]]) -> Optional[float]:
+    """Forward FLOPs per example of a layer or op that is elementwise only, or None."""
+    L = keras.layers
     if isinstance(op, _BATCHNORM):
         return float(BATCHNORM_FLOPS * _n(ins[0]))
     if isinstance(op, _LAYERNORM):
@@ -297,10 +355,6 @@ def _formula(op: Any, ins: List[Shape], outs: Optional[List[Shape]]) -> Optional
     if isinstance(op, _MERGE):
         n_out = _n(_output_shapes(op, ins, outs)[0])
         return float(max(len(ins) - 1, 1) * n_out + (n_out if isinstance(op, L.Average) else 0))
-    if isinstance(op, L.Dot):
-        n_out = _n(_output_shapes(op, ins, outs)[0])
-        axes = op.axes if isinstance(op.axes, (list, tuple)) else (op.axes, op.axes)
-        return 2.0 * n_out * _dim(ins[0], axes[0])
     if isinstance(op, L.Activation):
         return float(_activation(op.activation) * _n(ins[0]))
     if isinstance(op, L.ReLU):
@@ -311,12 +365,8 @@ def _formula(op: Any, ins: List[Shape], outs: Optional[List[Shape]]) -> Optional
         return float(3 * _n(ins[0]))
     if isinstance(op, L.Softmax):
         return float(SOFTMAX_FLOPS * _n(ins[0]))
-    if not isinstance(op, keras.Layer):              # keras.ops in a functional graph
-        kind = type(op).__name__
-        if kind == "Matmul" and len(ins) == 2:
-            return 2.0 * _n(_output_shapes(op, ins, outs)[0]) * _dim(ins[0], -1)
-        if kind in _ELEMENTWISE_OPS and outs:
-            return float(_n(outs[0]))
+    if not isinstance(op, keras.Layer) and type(op).__name__ in _ELEMENTWISE_OPS and outs:
+        return float(_n(outs[0]))                   # keras.ops in a functional graph
     return None
 
 
@@ -335,8 +385,9 @@ def _contracted(equation: str, kernel_shape: Tuple[int, ...]) -> int:
     return int(math.prod(d for letter, d in zip(kernel, kernel_shape) if letter not in out))
 
 
-def _attention(op: Any) -> float:
-    """Projections, scores, softmax and weighted sum of a built ``MultiHeadAttention``."""
+def _attention(op: Any) -> Tuple[float, float]:
+    """(matmuls: projections, scores and weighted sum; elementwise: bias adds and softmax) of a
+    built ``MultiHeadAttention``."""
     shapes = getattr(op, "_build_shapes_dict", None) or {}
     q = shapes.get("query_shape")
     v = shapes.get("value_shape")
@@ -345,17 +396,17 @@ def _attention(op: Any) -> float:
     k = shapes.get("key_shape") or v
     tq, tv, tk = (_n(s) // _dim(s, -1) for s in (q, v, k))
     heads, key_dim, value_dim = op.num_heads, op.key_dim, op.value_dim or op.key_dim
-    flops = 0.0
+    matmul = elementwise = 0.0
     for attr, rows in (("_query_dense", tq), ("_key_dense", tk), ("_value_dense", tv),
                        ("_output_dense", tq), ("_gate_dense", tq)):
         dense = getattr(op, attr, None)
         if dense is not None and getattr(dense, "kernel", None) is not None:
-            flops += 2.0 * rows * _size(dense.kernel)
+            matmul += 2.0 * rows * _size(dense.kernel)
             if getattr(dense, "bias", None) is not None:
-                flops += rows * _size(dense.bias)
+                elementwise += rows * _size(dense.bias)
     scores = heads * tq * tk
-    flops += 2.0 * scores * key_dim + 2.0 * heads * tq * tv * value_dim + SOFTMAX_FLOPS * scores
-    return flops
+    matmul += 2.0 * scores * key_dim + 2.0 * heads * tq * tv * value_dim
+    return matmul, elementwise + SOFTMAX_FLOPS * scores
 
 
 def tf_cost_estimate(step_fn: Callable[..., Any], *args: Any) -> Optional[float]:

@@ -6,10 +6,21 @@ within ``budget_s``, each synced by reading a scalar back, and reports ``2 n^3 /
 fastest. A dtype whose single matmul takes too long (bfloat16 or float16 emulated on a CPU)
 gets a smaller ``n``: it is measured anyway, slow as it is — that is the lesson.
 
+A peak is a maximum, and other programs on the cores pull a measurement down: while it runs,
+the CPU time other programs take on this process's cores is read (psutil's CPU times, as
+``cpu_percent`` counts them, minus this process's own). A CPU figure measured while they took
+at least ``BUSY_SHARE`` of those cores is marked ``loaded``. (On a GPU or a TPU the share is
+recorded but does not mark the figure: the host's other programs hardly slow a matmul there.)
+
 Results are cached in ``peaks.json`` under ``$TFWB_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/tfwb``, else ``~/.cache/tfwb``, keyed by the machine's fingerprint (the
 hardware and TensorFlow parts of ``tfwb.tf.runner.fingerprint``): a machine whose fingerprint
-changed is measured again; a cache that cannot be read or written is no error.
+changed is measured again; a cache that cannot be read or written is no error. The cache keeps
+the best figure: a quiet one over a loaded one, else the higher (``rank``), and the last
+``MAX_FIGURES`` figures measured, so a peak states its spread (``Peak.spread``). A quiet
+figure is final; a loaded one is not: the next read measures again, and a quiet figure
+replaces it. Quick figures (``quick=True``, ``TFWB_FAST=1``) are kept in a slot of their
+own and never replace a full one.
 """
 from __future__ import annotations
 
@@ -19,22 +30,31 @@ import math
 import os
 import time
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from tfwb import stats
 from tfwb.config import RunConfig
 from tfwb.datasheet import DTYPES
 from tfwb.tf.runner.fingerprint import fingerprint
 
 CACHE_FILE = "peaks.json"
-CACHE_VERSION = 2     # 2: one matrix size per device for every dtype (entries of 1 mixed sizes)
+# 2: one matrix size per device for every dtype (entries of 1 mixed sizes); 3: each figure says
+# whether it was measured under load, and an entry keeps its last figures (entries of 2 did not).
+CACHE_VERSION = 3
 # The machine parts of a run's fingerprint; logical devices (setup_devices splits the CPU)
 # and the run's config do not change what a matmul can do.
 MACHINE_KEYS = ("tensorflow", "platform", "cpu_model", "cpu_count", "environment", "gpus")
 MIN_N = 64
 #: Quick figures (``measure_peak(quick=True)``) are cached under their own slot.
 QUICK_SLOT = "|quick"
+#: Other programs' share of this process's cores (0..1) at or above which a CPU figure is
+#: measured under load (``Peak.loaded``): not final, measured again on the next read. The
+#: threshold at which a run is busy (``stats.BUSY_OTHER_CPU_PCT``: 10 %).
+BUSY_SHARE = stats.BUSY_OTHER_CPU_PCT / 100
+#: Figures an entry of the cache keeps (the newest, and always the one it reports).
+MAX_FIGURES = 8
 # One size per device for every dtype, so the dtypes compare like for like. On a CPU, 512
 # (0.27 GFLOP per matmul) fits the budget even emulated, and measured higher than 1024 or
 # 2048 on a shared 2-core machine (the fastest call wins; shorter calls are interrupted less).
@@ -57,6 +77,21 @@ class Peak:
         cached: read from the cache rather than measured now.
         note: what else to know (``"float32 matmuls run as TensorFloat-32"`` on a GPU that does).
         measured_at: ISO time of the measurement.
+        loaded: measured while other programs took at least ``BUSY_SHARE`` of this
+            process's cores (CPU only): it likely reads low, and is measured again on the
+            next read of the cache.
+        others_cpu: other programs' share of this process's cores (0..1) during the
+            measurement; None when it could not be read.
+        quick: a quick figure (``measure_peak(quick=True)``, a short budget).
+        figures: ``(FLOP/s, loaded)`` of the last figures measured for this device and dtype
+            (at most ``MAX_FIGURES``, oldest first; this one among them): what ``spread``
+            reads.
+
+    Example:
+        >>> p = Peak("CPU (2 cores)", "float32", 3.4e10, 1.5, figures=((2.9e10, False), (1.3e10, True),
+        ...          (3.4e10, False)))
+        >>> p.spread
+        (29000000000.0, 34000000000.0, 2)
     """
 
     device: str
@@ -68,10 +103,38 @@ class Peak:
     cached: bool = False
     note: str = ""
     measured_at: str = ""
+    loaded: bool = False
+    others_cpu: Optional[float] = None
+    quick: bool = False
+    figures: Tuple[Tuple[float, bool], ...] = ()
+
+    @property
+    def spread(self) -> Optional[Tuple[float, float, int]]:
+        """``(lowest, highest, how many)`` of the kept figures measured as this one was: the
+        quiet ones for a quiet peak, the loaded ones for a loaded peak; None when unmeasured."""
+        same = [f for f, loaded in self.figures if loaded == self.loaded]
+        if self.flops_per_s is None:
+            return None
+        if not same:
+            return (self.flops_per_s, self.flops_per_s, 1)
+        return (min(same), max(same), len(same))
 
     def to_dict(self) -> Dict[str, Any]:
         """JSON-ready fields."""
         return asdict(self)
+
+
+def rank(peak: Peak) -> Tuple[bool, bool, float]:
+    """How good a figure is as the peak: quiet over loaded, a full over a quick one, then higher.
+
+    The cache keeps, and a read returns, the figure of highest rank.
+
+    Example:
+        >>> quiet, busy = Peak("CPU", "float32", 2e10, 1.0), Peak("CPU", "float32", 3e10, 1.0, loaded=True)
+        >>> max([quiet, busy], key=rank).flops_per_s
+        20000000000.0
+    """
+    return (not peak.loaded, not peak.quick, peak.flops_per_s or 0.0)
 
 
 def cache_path() -> str:
@@ -93,9 +156,20 @@ def _key(machine: Dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(machine, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _machine_key() -> Optional[str]:
+    try:
+        return _key(machine_fingerprint())
+    except Exception:  # a fingerprint that cannot be taken: measure, do not cache
+        return None
+
+
 def measure_peak(dtype: str = "float32", device: Optional[str] = None, *, budget_s: float = 1.5,
-                 cache: bool = True, quick: bool = False) -> Peak:
+                 cache: bool = True, quick: bool = False, refresh: bool = False) -> Peak:
     """This machine's peak matmul FLOP/s in ``dtype`` on ``device``, measured or from the cache.
+
+    A quiet figure in the cache is returned as it is; a figure measured under load
+    (``Peak.loaded``) is measured again, and the cache keeps the better of the two (``rank``:
+    a quiet one, else the higher), with the new figure added to the entry's ``figures``.
 
     Args:
         dtype: ``"float32"``, ``"bfloat16"`` or ``"float16"``.
@@ -105,12 +179,17 @@ def measure_peak(dtype: str = "float32", device: Optional[str] = None, *, budget
             overrun it); the three dtypes at the default 1.5 s stay under 5 s.
         cache: read and write ``cache_path()``; False measures every time and writes nothing.
         quick: a short measurement (``TFWB_FAST=1``): the machine's full figure is used when
-            cached, else a quick one is measured and cached apart from the full figures (a
-            quick figure never stands in for a full one), so other processes reuse it.
+            a quiet one is cached, else a quick one (cached, quiet) or one measured now and
+            cached apart from the full figures (a quick figure never replaces a full one), so
+            other processes reuse it.
+        refresh: measure now even when a quiet figure is cached, and keep the higher one in
+            the cache (what to do when a peak seems low: an MFU above 100 %).
 
     Returns:
-        A ``Peak``; ``flops_per_s`` is None with a ``reason`` when it could not be measured
-        (no such device, the dtype not supported there).
+        A ``Peak``: the best figure the cache now holds (``cached`` when it is not the one
+        measured now), with the spread of the figures measured; ``flops_per_s`` is None with
+        a ``reason`` when it could not be measured (no such device, the dtype not supported
+        there).
 
     Raises:
         ValueError: for a dtype outside ``DTYPES``, a device that is not CPU, GPU or TPU, or
@@ -118,8 +197,8 @@ def measure_peak(dtype: str = "float32", device: Optional[str] = None, *, budget
 
     Example:
         >>> p = measure_peak("float32", budget_s=0.5)  # doctest: +SKIP
-        >>> p.device, f"{p.flops_per_s / 1e9:.0f} GFLOP/s"  # doctest: +SKIP
-        ('CPU (2 cores)', '95 GFLOP/s')
+        >>> p.device, f"{p.flops_per_s / 1e9:.0f} GFLOP/s", p.loaded, p.spread  # doctest: +SKIP
+        ('CPU (2 cores)', '95 GFLOP/s', False, (91000000000.0, 95000000000.0, 3))
     """
     if dtype not in DTYPES:
         raise ValueError(f"dtype={dtype!r} is not allowed; one of {DTYPES}")
@@ -130,21 +209,43 @@ def measure_peak(dtype: str = "float32", device: Optional[str] = None, *, budget
     if missing:
         return Peak(device=label, dtype=dtype, flops_per_s=None, seconds=0.0, reason=missing)
     slot = f"{label}|{dtype}"
-    key = None
-    if cache:
-        try:
-            key = _key(machine_fingerprint())
-        except Exception:  # a fingerprint that cannot be taken: measure, do not cache
-            key = None
-        found = _read_cache(key, slot) if key else None
-        if found is None and quick and key:
-            found = _read_cache(key, slot + QUICK_SLOT)
-        if found is not None:
+    key = _machine_key() if cache else None
+    if key and not refresh:
+        found = _cached(key, slot, quick)
+        if found is not None and not found.loaded:
             return found
-    peak = _measure(label, tf_device, kind, dtype, budget_s)
-    if cache and key and peak.flops_per_s is not None:
-        _write_cache(key, slot + (QUICK_SLOT if quick else ""), peak)
-    return peak
+    fresh = _measure_with_load(label, tf_device, kind, dtype, budget_s, quick)
+    if not key or fresh.flops_per_s is None:
+        return fresh
+    kept = _record(key, slot + (QUICK_SLOT if quick else ""), fresh)
+    return _best([kept, _read_cache(key, slot)]) if quick else kept
+
+
+def cached_peak(dtype: str = "float32", device: Optional[str] = None, *, quick: bool = False) -> Optional[Peak]:
+    """What ``measure_peak`` would read from the cache now, measuring nothing; None when nothing is cached.
+
+    Args:
+        dtype, device, quick: as for ``measure_peak``.
+
+    Returns:
+        The cached ``Peak`` of highest ``rank`` (a quick one only with ``quick``), loaded or
+        not, or None (nothing cached, no such device, a cache that cannot be read).
+    """
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype={dtype!r} is not allowed; one of {DTYPES}")
+    kind, index = _parse_device(device)
+    _, label, _, missing = _resolve(kind, index)
+    key = None if missing else _machine_key()
+    return _cached(key, f"{label}|{dtype}", quick) if key else None
+
+
+def _cached(key: str, slot: str, quick: bool) -> Optional[Peak]:
+    return _best([_read_cache(key, slot)] + ([_read_cache(key, slot + QUICK_SLOT)] if quick else []))
+
+
+def _best(peaks: Sequence[Optional[Peak]]) -> Optional[Peak]:
+    found = [p for p in peaks if p is not None]
+    return max(found, key=rank) if found else None
 
 
 def _parse_device(device: Optional[str]) -> Tuple[Optional[str], int]:
@@ -186,6 +287,62 @@ def _chain(jit: bool) -> Callable[..., Any]:
             x = tf.matmul(x, b)
         return tf.cast(x[0, 0], tf.float32)
     return chain
+
+
+def _measure_with_load(label: str, tf_device: str, kind: str, dtype: str, budget_s: float,
+                       quick: bool) -> Peak:
+    """``_measure``, with other programs' share of the cores read over it (``Peak.loaded``)."""
+    others = _start_load_probe()
+    peak = _measure(label, tf_device, kind, dtype, budget_s)
+    share = others()
+    loaded = kind == "CPU" and share is not None and share >= BUSY_SHARE
+    figures = ((peak.flops_per_s, loaded),) if peak.flops_per_s is not None else ()
+    return replace(peak, loaded=loaded, others_cpu=None if share is None else round(share, 3), quick=quick,
+                   figures=figures)
+
+
+def _start_load_probe() -> Callable[[], Optional[float]]:
+    """Starts reading the CPU time other programs take; the function it returns ends the
+    reading: their share (0..1) of this process's cores since the start, or None.
+
+    As psutil's machine-wide ``cpu_percent`` counts busy time (idle and iowait are not busy),
+    over this process's cores (its affinity), from psutil's CPU times read here (so that a
+    sampler calling ``cpu_percent`` meanwhile cannot disturb it), minus this process's own
+    CPU time (``Process().cpu_times()``).
+    """
+    try:
+        import psutil
+
+        process = psutil.Process()
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+
+        def read() -> Tuple[float, float, float]:
+            per_cpu = psutil.cpu_times(percpu=True)
+            if cores and max(cores) < len(per_cpu):
+                per_cpu = [per_cpu[i] for i in cores]
+            total = busy = 0.0
+            for t in per_cpu:
+                all_s = sum(t) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+                total += all_s
+                busy += all_s - t.idle - getattr(t, "iowait", 0.0)
+            own = process.cpu_times()
+            return total, busy, float(own.user) + float(own.system)
+
+        start = read()
+    except Exception:  # noqa: BLE001 - no psutil, no /proc: the figure is not marked either way
+        return lambda: None
+
+    def stop() -> Optional[float]:
+        try:
+            end = read()
+        except Exception:  # noqa: BLE001
+            return None
+        total = end[0] - start[0]
+        if total <= 0:
+            return None
+        return min(1.0, max(0.0, ((end[1] - start[1]) - (end[2] - start[2])) / total))
+
+    return stop
 
 
 def _measure(label: str, tf_device: str, kind: str, dtype: str, budget_s: float,
@@ -242,20 +399,44 @@ def _load(path: str) -> Dict[str, Any]:
 
 
 def _read_cache(key: str, slot: str) -> Optional[Peak]:
-    entry = _load(cache_path())["machines"].get(key, {}).get("peaks", {}).get(slot)
+    return _as_peak(_load(cache_path())["machines"].get(key, {}).get("peaks", {}).get(slot), cached=True)
+
+
+def _as_peak(entry: Any, cached: bool) -> Optional[Peak]:
+    """A cache entry as a ``Peak``, or None for one that is not (another version's record)."""
     if not isinstance(entry, dict):
         return None
     try:
-        return replace(Peak(**entry), cached=True)
-    except TypeError:   # a record from another version of Peak
+        figures = tuple((float(f), bool(loaded)) for f, loaded in entry.get("figures") or ())
+        return replace(Peak(**dict(entry, figures=figures)), cached=cached)
+    except (TypeError, ValueError):
         return None
 
 
-def _write_cache(key: str, slot: str, peak: Peak) -> None:
+def _merge(old: Optional[Peak], new: Peak) -> Peak:
+    """The entry a slot keeps after ``new`` is measured: the better (``rank``) of the two, with
+    ``new`` added to the figures (the last ``MAX_FIGURES``, the kept one's always among them)."""
+    best = new if old is None or rank(new) > rank(old) else old
+    figures = list(old.figures if old is not None else ()) + [(float(new.flops_per_s or 0.0), new.loaded)]
+    if old is not None and not old.figures and old.flops_per_s is not None:
+        figures.insert(0, (old.flops_per_s, old.loaded))
+    mine = (best.flops_per_s, best.loaded)
+    keep = max(i for i, f in enumerate(figures) if f == mine) if mine in figures else -1
+    while len(figures) > MAX_FIGURES:
+        drop = next(i for i in range(len(figures)) if i != keep)
+        del figures[drop]
+        keep -= 1 if drop < keep else 0
+    return replace(best, figures=tuple(figures), cached=best is not new)
+
+
+def _record(key: str, slot: str, peak: Peak) -> Peak:
+    """Merges ``peak`` into the cache's ``slot`` (``_merge``) and returns what the slot keeps now."""
     path = cache_path()
     data = _load(path)
     machine = data["machines"].setdefault(key, {"peaks": {}})
-    machine.setdefault("peaks", {})[slot] = peak.to_dict()
+    peaks = machine.setdefault("peaks", {})
+    kept = _merge(_as_peak(peaks.get(slot), cached=True), peak)
+    peaks[slot] = replace(kept, cached=False).to_dict()
     try:
         machine["fingerprint"] = machine_fingerprint()
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -265,3 +446,4 @@ def _write_cache(key: str, slot: str, peak: Peak) -> None:
         os.replace(tmp, path)
     except OSError:   # a read-only home, a full disk: the peak is measured again next time
         pass
+    return kept
