@@ -28,8 +28,10 @@ the cores busy. Each leg's output is printed whole when it ends.
 Why this split: the package tests exercise tfwb's code paths on the versions constraints.txt
 pins (the newest that pass); the chapters are what a reader runs, mostly on Colab, so they
 prove Colab's versions. The Workbench check on ipywidgets 7.7 in tests/test_binder.py runs in
-``.venv-colab`` too (``TFWB_COLAB_PYTHON``) instead of building a venv of its own. The Binder
-test installs binder/requirements.txt, imports tfwb and trains once; it runs no chapter.
+the chapters' leg, inside ``.venv-colab`` (no venv of its own, no worker of leg 1 left waiting for
+``.venv-colab``). The Binder test installs binder/requirements.txt (a venv kept per hash of its
+inputs, tfwb reinstalled from the checkout each run), imports tfwb and trains once; it runs no
+chapter.
 
 ``.venv-colab`` is cached like ``.venv``: it is rebuilt only when tests/colab-constraints.txt,
 pyproject.toml or the interpreter change (a stamp file in it records them). Measured on this
@@ -73,6 +75,8 @@ COLAB_PYTHON = "3.13"
 COLAB_PACKAGES = ("tensorflow-cpu", "-e", ".[gpu,profile]", "pytest", "pytest-xdist", "nbval", "ipykernel")
 COLAB_PINS_END = "# Resolved by pip around them:"
 STAMP = "tfwb-colab-stamp"
+#: The Workbench on ipywidgets 7.7 (Colab's): it runs in the chapters' leg, in .venv-colab itself.
+WIDGETS_7 = "tests/test_binder.py::test_workbench_on_ipywidgets_7_7"
 
 
 def ensure_chromium() -> bool:
@@ -229,13 +233,14 @@ def main(argv: List[str]) -> int:
     pytest_ = ["-m", "pytest", "-p", "no:cacheprovider"]
     # The package leg starts at once; .venv-colab builds meanwhile (mostly downloads and unpacking),
     # then the chapters leg runs beside it, each leg over all cores: while one leg's last files
-    # finish, the other's keep the cores busy. The ipywidgets-7.7 check in tests/test_binder.py
-    # waits for .venv-colab through TFWB_COLAB_READY (a file this process writes: "ok" or "failed").
+    # finish, the other's keep the cores busy. The ipywidgets-7.7 check runs in the chapters leg; a
+    # test in leg 1 that needs .venv-colab can wait for it through TFWB_COLAB_READY ("ok" or "failed").
     ready = Path(tempfile.mkdtemp(prefix="tfwb-colab-")) / "ready"
     env = dict(os.environ, TFWB_COLAB_PYTHON=str(COLAB_VENV / "bin" / "python"), TFWB_COLAB_READY=str(ready))
     package = Background("package tests and doctests (.venv: the pinned newest)",
                          [sys.executable] + pytest_ + ["-q", "-m", marks] + workers()
-                         + ["--import-mode=importlib", "--doctest-modules", "--ignore=tests/ui", "tfwb", "tests"]
+                         + ["--import-mode=importlib", "--doctest-modules", "--ignore=tests/ui",
+                            f"--deselect={WIDGETS_7}", "tfwb", "tests"]
                          + extra, env)
     colab = ensure_colab_venv(refresh)
     ready.write_text("ok" if colab is not None else "failed")
@@ -245,8 +250,9 @@ def main(argv: List[str]) -> int:
                               [str(colab)] + pytest_ + ["-q"] + workers()
                               # importlib: tests/conftest.py and notebooks/conftest.py share a basename
                               + ["--import-mode=importlib", "--nbval-lax", "--nbval-current-env",
-                                 "--nbval-cell-timeout=900", "notebooks"] + extra,
-                              _clean_env(PYTHONPATH=str(ROOT / "tests" / "standins" / "pynvml_t4_mig")))
+                                 "--nbval-cell-timeout=900", "notebooks", WIDGETS_7] + extra,
+                              _clean_env(PYTHONPATH=str(ROOT / "tests" / "standins" / "pynvml_t4_mig"),
+                                         TFWB_COLAB_PYTHON=str(colab)))
     else:
         rcs.append(1)
     rcs.append(package.wait())

@@ -20,7 +20,10 @@ def test_chapter_sets_up_devices_size_and_machine_and_says_so(monkeypatch):
     import tfwb
     from tfwb.config import RunConfig
 
+    import tfwb.tf.lab.chapter as chapter_module
+
     monkeypatch.setenv("TFWB_FAST", "1")
+    monkeypatch.setattr(chapter_module, "other_programs_cpu_pct", lambda seconds: 2.0)   # a quiet machine
     clock = FakeClock()
     ch = tfwb.chapter("02", clock=clock)
     assert ch.chapter == book.find_chapter("02")
@@ -38,6 +41,19 @@ def test_chapter_sets_up_devices_size_and_machine_and_says_so(monkeypatch):
     small_s = book.chapter_time("02").small_s                               # book.CHAPTER_TIMES
     assert ch.size.expected.startswith(f"expected run time: about {small_s:.0f} s in small mode"), ch.size.expected
     assert (len(lines) == 5 and f"{ch.cpu_devices} logical CPU devices" in lines[4]) == (not ch.has_gpu)
+
+
+def test_a_busy_machine_is_said_before_the_chapter_runs(monkeypatch):
+    """Issue 26: chapters estimated "about 40-55 s" and took 156-714 s beside a second job."""
+    import tfwb
+    import tfwb.tf.lab.chapter as chapter_module
+
+    monkeypatch.setenv("TFWB_FAST", "1")
+    monkeypatch.setattr(chapter_module, "other_programs_cpu_pct", lambda seconds: 47.0)
+    lines = str(tfwb.chapter("02", clock=FakeClock())).splitlines()
+    busy = [ln for ln in lines if ln.startswith("Other programs are using 47 % of the CPU")]
+    assert len(busy) == 1 and "expect this chapter to take longer" in busy[0] and "cannot tell" in busy[0]
+    assert lines.index(busy[0]) == 4                          # right after the time estimate
 
 
 def test_done_says_how_long_since_setup_in_which_mode_on_which_machine(monkeypatch):

@@ -82,7 +82,7 @@ def test_peaks_module_is_pure():
 def peak_module(tmp_path, monkeypatch):
     monkeypatch.setenv("TFWB_CACHE_DIR", str(tmp_path / "cache"))
     from tfwb.tf.runner import matmul_peak
-    monkeypatch.setattr(matmul_peak, "_start_load_probe", lambda: (lambda: 0.0))   # a quiet machine
+    monkeypatch.setattr(matmul_peak, "start_load_probe", lambda: (lambda: 0.0))   # a quiet machine
     return matmul_peak
 
 
@@ -98,7 +98,7 @@ def scripted(peak_module, monkeypatch, figures):
                                 measured_at=f"measurement {len(done)}")
 
     monkeypatch.setattr(peak_module, "_measure", measure)
-    monkeypatch.setattr(peak_module, "_start_load_probe", lambda: (lambda: share[0]))
+    monkeypatch.setattr(peak_module, "start_load_probe", lambda: (lambda: share[0]))
     return done
 
 
@@ -251,10 +251,10 @@ def test_the_load_probe_counts_other_programs_not_this_one(monkeypatch):
     monkeypatch.setattr(psutil, "cpu_times", lambda percpu=False: (
         [Times(t, 0.0, 0.0, 0.0) for t in [next(readings)] * (max(cores) + 1)]))
     monkeypatch.setattr(psutil, "Process", lambda: type("P", (), {"cpu_times": lambda self: Times(next(own), 0.0, 0, 0)})())
-    stop = matmul_peak._start_load_probe()
+    stop = matmul_peak.start_load_probe()
     assert stop() == pytest.approx(0.4)
     monkeypatch.undo()
-    share = matmul_peak._start_load_probe()()        # the real reading: a share, or None with no tick between
+    share = matmul_peak.start_load_probe()()        # the real reading: a share, or None with no tick between
     assert share is None or 0.0 <= share <= 1.0
 
 

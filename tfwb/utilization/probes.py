@@ -6,8 +6,9 @@ The NVML probe lives in ``tfwb.nvml`` so that all NVML calls stay in one place.
 """
 from __future__ import annotations
 
+import os
 import time
-from typing import Any, Callable, Dict, Optional, Protocol, runtime_checkable
+from typing import Any, Callable, Dict, Optional, Protocol, Tuple, runtime_checkable
 
 #: Fields of ``tfwb.records.Sample`` that a probe may return (``t_s`` is the sampler's).
 PROBE_FIELDS = ("cpu_process_pct", "cpu_system_pct", "rss_mib", "gpu_util_pct", "gpu_mem_used_mib")
@@ -110,3 +111,66 @@ def _busy_pct(before: Any, after: Any) -> Optional[float]:
     if total1 <= total0:
         return None
     return round(min(100.0, max(0.0, 100.0 * (busy1 - busy0) / (total1 - total0))), 2)
+
+
+def start_load_probe() -> Callable[[], Optional[float]]:
+    """Starts reading the CPU time other programs take; the function it returns ends the
+    reading: their share (0..1) of this process's cores since the start, or None.
+
+    As psutil's machine-wide ``cpu_percent`` counts busy time (idle and iowait are not busy),
+    over this process's cores (its affinity), from psutil's CPU times read here (so that a
+    sampler calling ``cpu_percent`` meanwhile cannot disturb it), minus this process's own
+    CPU time (``Process().cpu_times()``). The peak benchmark marks a figure measured under
+    load with it; a chapter's setup says how busy the machine is before its time estimate.
+
+    Example:
+        >>> stop = start_load_probe()
+        >>> share = stop()
+        >>> share is None or 0.0 <= share <= 1.0
+        True
+    """
+    try:
+        import psutil
+
+        process = psutil.Process()
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+
+        def read() -> Tuple[float, float, float]:
+            per_cpu = psutil.cpu_times(percpu=True)
+            if cores and max(cores) < len(per_cpu):
+                per_cpu = [per_cpu[i] for i in cores]
+            total = busy = 0.0
+            for t in per_cpu:
+                all_s = sum(t) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+                total += all_s
+                busy += all_s - t.idle - getattr(t, "iowait", 0.0)
+            own = process.cpu_times()
+            return total, busy, float(own.user) + float(own.system)
+
+        start = read()
+    except Exception:  # noqa: BLE001 - no psutil, no /proc: the figure is not marked either way
+        return lambda: None
+
+    def stop() -> Optional[float]:
+        try:
+            end = read()
+        except Exception:  # noqa: BLE001
+            return None
+        total = end[0] - start[0]
+        if total <= 0:
+            return None
+        return min(1.0, max(0.0, ((end[1] - start[1]) - (end[2] - start[2])) / total))
+
+    return stop
+
+
+
+def other_programs_cpu_pct(seconds: float = 0.5) -> Optional[float]:
+    """The share (0-100) of this process's cores other programs used over the next ``seconds``.
+
+    Sleeps meanwhile; ``None`` where psutil cannot read the CPU times.
+    """
+    stop = start_load_probe()
+    time.sleep(seconds)
+    share = stop()
+    return None if share is None else 100.0 * share

@@ -26,9 +26,10 @@ from typing import Callable, List, Optional, Union
 
 import tensorflow as tf
 
-from tfwb import book, hardware
+from tfwb import book, hardware, stats
 from tfwb.tf.lab.sizing import SizeChoice, choose_size
 from tfwb.tf.runner.devices import machine, setup_devices
+from tfwb.utilization.probes import other_programs_cpu_pct
 
 
 @dataclass
@@ -44,6 +45,10 @@ class ChapterSession:
             machine without a GPU, for ``strategy="mirrored"``).
         started_s: the clock's reading when the setup began.
         clock: seconds, monotonic (default ``time.perf_counter``; tests pass a fake).
+        other_cpu_pct: the share of the cores (0-100) other programs used during the setup
+            (``tfwb.utilization.other_programs_cpu_pct``), ``None`` when unreadable. At
+            ``tfwb.stats.BUSY_OTHER_CPU_PCT`` or more, the setup says to expect longer than the
+            estimate, and that comparisons of separate runs will say "cannot tell".
 
     Example:
         >>> ch = tfwb.chapter("00")   # doctest: +SKIP
@@ -57,6 +62,7 @@ class ChapterSession:
     cpu_devices: int
     started_s: float
     clock: Callable[[], float] = field(default=time.perf_counter, repr=False)
+    other_cpu_pct: Optional[float] = None
 
     @property
     def fast(self) -> bool:
@@ -73,6 +79,9 @@ class ChapterSession:
         out = [f"{self.chapter.number} · {self.chapter.title}", hardware.describe(self.hw), str(self.size)]
         if self.size.expected:
             out.append(self.size.expected)
+        busy = busy_line(self.other_cpu_pct)
+        if busy:
+            out.append(busy)
         if not self.has_gpu:
             out.append(f"{self.cpu_devices} logical CPU devices (no GPU: strategy='mirrored' runs its "
                        "replicas on them)")
@@ -93,6 +102,22 @@ class ChapterSession:
             this chapter took 83 s here (small mode, 2 CPU cores (AMD EPYC 9B14, AVX-512), 8 GiB RAM, no GPU, local)
         """
         return book.closing_line(self.elapsed_s(), self.fast, hardware.describe(self.hw))
+
+
+def busy_line(other_cpu_pct: Optional[float]) -> str:
+    """What a chapter's setup says when other programs are busy on this machine; ``""`` otherwise.
+
+    Example:
+        >>> busy_line(3.0)
+        ''
+        >>> print(busy_line(47.0))
+        Other programs are using 47 % of the CPU right now: expect this chapter to take longer than any estimate above, and comparisons of two separate runs to say "cannot tell" (the interleaved comparisons still decide).
+    """
+    if other_cpu_pct is None or other_cpu_pct < stats.BUSY_OTHER_CPU_PCT:
+        return ""
+    return (f"Other programs are using {other_cpu_pct:.0f} % of the CPU right now: expect this chapter to take "
+            "longer than any estimate above, and comparisons of two separate runs to say \"cannot tell\" "
+            "(the interleaved comparisons still decide).")
 
 
 def chapter(number: Union[str, int], *, cpu_replicas: Optional[int] = None,
@@ -134,4 +159,4 @@ def chapter(number: Union[str, int], *, cpu_replicas: Optional[int] = None,
     size = choose_size(chapter=found.number)
     hw = machine()
     return ChapterSession(chapter=found, hw=hw, size=size, cpu_devices=cpu_devices,
-                          started_s=started_s, clock=clock)
+                          started_s=started_s, clock=clock, other_cpu_pct=other_programs_cpu_pct(0.5))

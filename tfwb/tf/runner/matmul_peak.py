@@ -38,6 +38,7 @@ from tfwb import stats
 from tfwb.config import RunConfig
 from tfwb.datasheet import DTYPES
 from tfwb.tf.runner.fingerprint import fingerprint
+from tfwb.utilization.probes import start_load_probe
 
 CACHE_FILE = "peaks.json"
 # 2: one matrix size per device for every dtype (entries of 1 mixed sizes); 3: each figure says
@@ -292,57 +293,13 @@ def _chain(jit: bool) -> Callable[..., Any]:
 def _measure_with_load(label: str, tf_device: str, kind: str, dtype: str, budget_s: float,
                        quick: bool) -> Peak:
     """``_measure``, with other programs' share of the cores read over it (``Peak.loaded``)."""
-    others = _start_load_probe()
+    others = start_load_probe()
     peak = _measure(label, tf_device, kind, dtype, budget_s)
     share = others()
     loaded = kind == "CPU" and share is not None and share >= BUSY_SHARE
     figures = ((peak.flops_per_s, loaded),) if peak.flops_per_s is not None else ()
     return replace(peak, loaded=loaded, others_cpu=None if share is None else round(share, 3), quick=quick,
                    figures=figures)
-
-
-def _start_load_probe() -> Callable[[], Optional[float]]:
-    """Starts reading the CPU time other programs take; the function it returns ends the
-    reading: their share (0..1) of this process's cores since the start, or None.
-
-    As psutil's machine-wide ``cpu_percent`` counts busy time (idle and iowait are not busy),
-    over this process's cores (its affinity), from psutil's CPU times read here (so that a
-    sampler calling ``cpu_percent`` meanwhile cannot disturb it), minus this process's own
-    CPU time (``Process().cpu_times()``).
-    """
-    try:
-        import psutil
-
-        process = psutil.Process()
-        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-
-        def read() -> Tuple[float, float, float]:
-            per_cpu = psutil.cpu_times(percpu=True)
-            if cores and max(cores) < len(per_cpu):
-                per_cpu = [per_cpu[i] for i in cores]
-            total = busy = 0.0
-            for t in per_cpu:
-                all_s = sum(t) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
-                total += all_s
-                busy += all_s - t.idle - getattr(t, "iowait", 0.0)
-            own = process.cpu_times()
-            return total, busy, float(own.user) + float(own.system)
-
-        start = read()
-    except Exception:  # noqa: BLE001 - no psutil, no /proc: the figure is not marked either way
-        return lambda: None
-
-    def stop() -> Optional[float]:
-        try:
-            end = read()
-        except Exception:  # noqa: BLE001
-            return None
-        total = end[0] - start[0]
-        if total <= 0:
-            return None
-        return min(1.0, max(0.0, ((end[1] - start[1]) - (end[2] - start[2])) / total))
-
-    return stop
 
 
 def _measure(label: str, tf_device: str, kind: str, dtype: str, budget_s: float,
