@@ -66,6 +66,13 @@ def test_badges_point_at_this_notebook_and_the_repo(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS)
+def test_every_cell_has_a_unique_id(path):
+    """A cell without an id gets one from JupyterLab when the file opens: the chapter then shows as modified."""
+    ids = [c.get("id") for c in load(path)["cells"]]
+    assert None not in ids and len(set(ids)) == len(ids), [i for i, c in enumerate(ids) if c is None]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS)
 def test_every_notebook_is_a_listed_chapter(path):
     assert path in [c.path for c in book.CHAPTERS], f"{path} is not in tfwb.book.CHAPTERS"
 

@@ -53,6 +53,7 @@ from tfwb.config import RunConfig
 from tfwb.history import History
 from tfwb.interrupts import InterruptBridge
 from tfwb.observers import Observer, Progress, StopFlag
+from tfwb.pairs import other_cpu_pct
 from tfwb.records import RunResult
 from tfwb.search.rungs import Plan, plan
 from tfwb.search.progress import SweepProgress
@@ -178,15 +179,20 @@ def _final(alive: List[Trial], last: int, naive: RunResult, noise: stats.NoiseBa
     winner.outcome[last] = WINNER
     best = example_times_s(winner.runs[last])
     tied = []
+
+    def loads(a: RunResult, b: RunResult) -> Tuple[Optional[float], Optional[float]]:
+        return other_cpu_pct(a), other_cpu_pct(b)        # a busy pair cannot tell (tfwb.pairs)
+
     for t in finalists[1:]:
-        cmp = stats.compare(example_times_s(t.runs[last]), best, noise=noise)
+        cmp = stats.compare(example_times_s(t.runs[last]), best, noise=noise,
+                            other_cpu_pct=loads(t.runs[last], winner.runs[last]))
         if cmp.verdict == stats.FASTER:
             t.reason[last] = f"the winner is {cmp.text()}"
         else:
             told = cmp.verdict == stats.NO_DIFFERENCE
             t.reason[last] = f"{'tied with' if told else 'not told apart from'} the winner ({cmp.text()})"
             tied.append(t)
-    speedup = stats.compare(example_times_s(naive), best, noise=noise)
+    speedup = stats.compare(example_times_s(naive), best, noise=noise, other_cpu_pct=loads(naive, winner.runs[last]))
     winner.reason[last] = f"against naive: {speedup.text()}"
     return winner, tuple(tied), speedup
 
