@@ -254,14 +254,44 @@ def pip_install(venv_python: Path, args: list, *, cwd: Path) -> float:
     return time.perf_counter() - t0
 
 
+#: Where the Binder venv is kept between test runs, one per hash of what it is built from.
+BINDER_CACHE = Path(os.environ.get("TFWB_TEST_CACHE", os.path.expanduser("~/.cache/tfwb-tests")))
+
+
+def binder_stamp(python: str) -> str:
+    """What the Binder venv's third-party packages come from: a change in any of them builds it anew."""
+    import hashlib
+    parts = [python, (ROOT / "binder" / "requirements.txt").read_text(encoding="utf-8"),
+             (ROOT / "constraints.txt").read_text(encoding="utf-8"),
+             (ROOT / "pyproject.toml").read_text(encoding="utf-8")]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
 @pytest.fixture(scope="module")
 def binder_venv(tmp_path_factory) -> Path:
-    """A virtual environment built from exactly binder/requirements.txt, from the repository root."""
+    """A virtual environment built from exactly binder/requirements.txt, from the repository root.
+
+    Built once per hash of binder/requirements.txt, constraints.txt, pyproject.toml and the
+    interpreter (``BINDER_CACHE``; 2 minutes of one core, mostly unpacking TensorFlow); each run
+    then reinstalls only tfwb itself from this checkout (``--no-deps``), so the code under test is
+    always this tree's, installed as repo2docker installs it (not editable).
+    """
     python, why = binder_python()
     print(f"\n[binder] interpreter: {why}", flush=True)
-    venv_python = make_venv(python, tmp_path_factory.mktemp("binder") / "venv")
-    seconds = pip_install(venv_python, ["-r", "binder/requirements.txt"], cwd=ROOT)
-    print(f"[binder] pip install -r binder/requirements.txt: {seconds:.0f} s", flush=True)
+    where = BINDER_CACHE / f"binder-{binder_stamp(python)}"
+    venv_python = where / "bin" / "python"
+    ready = where / "tfwb-binder-ready"
+    if not ready.exists():
+        import shutil as _shutil
+        _shutil.rmtree(where, ignore_errors=True)
+        where.parent.mkdir(parents=True, exist_ok=True)
+        make_venv(python, where)
+        seconds = pip_install(venv_python, ["-r", "binder/requirements.txt"], cwd=ROOT)
+        ready.write_text("ok")
+        print(f"[binder] pip install -r binder/requirements.txt: {seconds:.0f} s (kept in {where})", flush=True)
+    else:
+        seconds = pip_install(venv_python, ["--no-deps", "--force-reinstall", ".[profile]"], cwd=ROOT)
+        print(f"[binder] reusing {where}; tfwb reinstalled from this checkout in {seconds:.0f} s", flush=True)
     return venv_python
 
 

@@ -745,3 +745,34 @@ def test_mfu_limits_chart_suggestion_bound_and_a_gain_above_it_flagged():
                "the bound or the measurement is wrong")
     assert f"Suggestion scored: <b style='{RED}'>{flagged}</b>" in status
     assert flagged in text(wb.history)
+
+
+def test_a_click_diagnoses_each_run_once_and_computes_the_history_once(monkeypatch):
+    """Issue 26: a click ran diagnose ten or more times and history_rows four times."""
+    from tfwb import diagnosis, report
+
+    calls = {"diagnose": 0, "history_rows": 0}
+    real_diagnose, real_rows = diagnosis.diagnose, report.history_rows
+
+    def counting_diagnose(*a, **k):
+        calls["diagnose"] += 1
+        return real_diagnose(*a, **k)
+
+    def counting_rows(*a, **k):
+        calls["history_rows"] += 1
+        return real_rows(*a, **k)
+
+    monkeypatch.setattr("tfwb.analysis.diagnose", counting_diagnose)
+    monkeypatch.setattr(report, "diagnose", counting_diagnose)
+    monkeypatch.setattr(report, "history_rows", counting_rows)
+    wb, _ = make()
+    for prefetch in (False, True, False):
+        before = dict(calls)
+        wb.run(prefetch=prefetch)
+        assert calls["history_rows"] - before["history_rows"] == 1, calls
+        assert calls["diagnose"] - before["diagnose"] == 1, calls      # only the new run is diagnosed
+    assert wb.controller.analysis.diagnosed == 3
+    views = wb.controller.analysis.views(wb.results, wb.controller.baseline_result(),
+                                         baseline_config=wb.controller.baseline)
+    assert [v.index for v in views] == [1, 2, 3] and views[1].versus_previous in ("faster", "slower",
+                                                                                 "no significant difference")

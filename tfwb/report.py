@@ -18,11 +18,11 @@ output, so a notebook cell showing a table of fixed results can be checked by nb
 from __future__ import annotations
 
 import html
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from tfwb import stats
 from tfwb.config import KNOBS, RunConfig
-from tfwb.diagnosis import Bound, diagnose, score_bound
+from tfwb.diagnosis import Bound, Diagnosis, diagnose, score_bound
 from tfwb.pairs import (LOAD_BIN_PCT, busy, compare_runs, noise_band, other_cpu_pct,  # noqa: F401 - report's names too
                         per_example)
 from tfwb.records import RunResult, percent
@@ -267,7 +267,8 @@ def pick_baseline(results: Sequence[RunResult],
 
 def history_rows(results: Sequence[RunResult], baseline: Optional[RunResult] = None, *,
                  baseline_config: Optional[RunConfig] = None,
-                 noise: Optional[stats.NoiseBand] = None) -> List[Dict[str, Any]]:
+                 noise: Optional[stats.NoiseBand] = None,
+                 diagnoser: Callable[[RunResult], Diagnosis] = diagnose) -> List[Dict[str, Any]]:
     """One plain-data row per run, compared with the baseline run and with the run before it.
 
     Args:
@@ -279,6 +280,8 @@ def history_rows(results: Sequence[RunResult], baseline: Optional[RunResult] = N
         noise: the run-to-run noise band a ratio must leave to count; default
             ``noise_band(results)`` (learned from repeated identical runs, else
             ``stats.DEFAULT_NOISE``).
+        diagnoser: ``tfwb.diagnose``, or a cached one (``tfwb.analysis.Analysis.diagnose``:
+            each run diagnosed once, whatever draws it).
 
     Returns:
         A list of dicts with keys ``index`` (1-based position), ``label``,
@@ -329,8 +332,8 @@ def history_rows(results: Sequence[RunResult], baseline: Optional[RunResult] = N
     rows = []
     for i, result in enumerate(results, 1):
         previous = _previous(results, i - 1)
-        row = _row(i, result, baseline, baseline_config, noise)
-        row.update(_versus_previous(result, previous, results, noise, baseline))
+        row = _row(i, result, baseline, baseline_config, noise, diagnoser)
+        row.update(_versus_previous(result, previous, results, noise, baseline, diagnoser))
         rows.append(row)
     return rows
 
@@ -345,7 +348,8 @@ def _previous(results: Sequence[RunResult], position: int) -> Optional[RunResult
 
 
 def _versus_previous(result: RunResult, previous: Optional[RunResult], results: Sequence[RunResult],
-                     noise: stats.NoiseBand, baseline: Optional[RunResult]) -> Dict[str, Any]:
+                     noise: stats.NoiseBand, baseline: Optional[RunResult],
+                     diagnoser: Callable[[RunResult], Diagnosis] = diagnose) -> Dict[str, Any]:
     out: Dict[str, Any] = {"previous": None, "prev_changes": "", "prev_speedup": None, "prev_verdict": "",
                            "prev_comparison": None, "prev_per_example": False, "prev_arithmetic": [],
                            "loss_note": "", "bound": None, "bound_note": "", "bound_exceeded": False}
@@ -362,7 +366,7 @@ def _versus_previous(result: RunResult, previous: Optional[RunResult], results: 
             out.update(prev_speedup=comparison.speedup, prev_comparison=comparison.verdict,
                        prev_verdict=verdict_text(comparison, previous, result, name),
                        prev_per_example=per_example(previous, result))
-        out.update(_bound_score(previous, result, out["prev_speedup"], noise))
+        out.update(_bound_score(previous, result, out["prev_speedup"], noise, diagnoser))
         changed = arithmetic_changes(result.config, previous.config)
         if changed:
             out.update(prev_arithmetic=changed, loss_note=loss_note(previous, result, index))
@@ -370,7 +374,8 @@ def _versus_previous(result: RunResult, previous: Optional[RunResult], results: 
 
 
 def _row(index: int, result: RunResult, baseline: Optional[RunResult],
-         baseline_config: Optional[RunConfig], noise: stats.NoiseBand) -> Dict[str, Any]:
+         baseline_config: Optional[RunConfig], noise: stats.NoiseBand,
+         diagnoser: Callable[[RunResult], Diagnosis] = diagnose) -> Dict[str, Any]:
     spread = result.spread
     wait = result.input_wait_fraction
     is_baseline = baseline is not None and result is baseline
@@ -410,7 +415,7 @@ def _row(index: int, result: RunResult, baseline: Optional[RunResult],
         "noise_learned": noise.learned,
         "noise_text": noise.text(),
         "other_cpu_pct": other_cpu_pct(result),
-        "bottleneck": diagnose(result).headline if ok else "",
+        "bottleneck": diagnoser(result).headline if ok else "",
         "error": None if result.status == "ok" else (result.error or result.status),
     }
 
@@ -439,24 +444,25 @@ def mfu_cell(row: Dict[str, Any]) -> str:
     return MISSING_TEXT if mfu is None else percent(mfu)
 
 
-def _suggested_bound(previous: RunResult, result: RunResult) -> Tuple[Optional[Bound], List[str]]:
+def _suggested_bound(previous: RunResult, result: RunResult,
+                     diagnoser: Callable[[RunResult], Diagnosis] = diagnose) -> Tuple[Optional[Bound], List[str]]:
     """The bound of the previous run's suggestion that ``result`` applied (its knob set to the
     suggested value), and the other knobs ``result`` changed as well (``label`` ignored)."""
     if not previous.ok:
         return None, []
     diff = result.config.diff(previous.config)
-    for b in diagnose(previous).bounds:
+    for b in diagnoser(previous).bounds:
         if b.knob in diff and diff[b.knob] == b.value:
             return b, [k for k in diff if k != b.knob]
     return None, []
 
 
 def _bound_score(previous: RunResult, result: RunResult, speedup: Optional[float],
-                 noise: stats.NoiseBand) -> Dict[str, Any]:
+                 noise: stats.NoiseBand, diagnoser: Callable[[RunResult], Diagnosis] = diagnose) -> Dict[str, Any]:
     """``bound``, ``bound_note`` and ``bound_exceeded`` of a run that applied the previous run's suggestion
     and changed nothing else (a gain of several knobs at once is not one suggestion's to score)."""
     out: Dict[str, Any] = {"bound": None, "bound_note": "", "bound_exceeded": False}
-    b, others = _suggested_bound(previous, result)
+    b, others = _suggested_bound(previous, result, diagnoser)
     if b is None or not result.ok:
         return out
     out["bound"] = b

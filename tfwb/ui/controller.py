@@ -31,7 +31,7 @@ from typing import Any, Callable, Collection, Dict, List, Mapping, Optional, Pro
 from tfwb import config as _config
 from tfwb import report
 from tfwb.config import RunConfig
-from tfwb.diagnosis import diagnose
+from tfwb.analysis import Analysis
 from tfwb.history import History
 from tfwb.interrupts import InterruptBridge, kernel_loop
 from tfwb.lifecycle import new_run_id, now_iso
@@ -171,6 +171,8 @@ class WorkbenchController:
         self._runner = runner
         self._history = History(self.history_path) if self.history_path else None
         self.results: List[RunResult] = self._history.load() if resume and self._history else []
+        #: The history's analysis: each run diagnosed once, its rows once per state (``tfwb.analysis``).
+        self.analysis = Analysis()
         self.skipped: List[Tuple[int, str]] = list(self._history.skipped) if resume and self._history else []
         self._overrides: Dict[str, Any] = {}      # fields set by run(...) that have no input
         self._next_label: Optional[str] = None    # label for the next run only
@@ -263,7 +265,7 @@ class WorkbenchController:
         """The first ``(field, value, why)`` the last run's diagnosis suggests, or ``None``."""
         if not self.results:
             return None
-        suggestions = diagnose(self.results[-1]).suggestions
+        suggestions = self.analysis.diagnose(self.results[-1]).suggestions
         return tuple(suggestions[0]) if suggestions else None   # type: ignore[return-value]
 
     def baseline_result(self) -> Optional[RunResult]:
@@ -308,7 +310,7 @@ class WorkbenchController:
         """
         suggestion = self.suggestion()
         if suggestion is None:
-            last = diagnose(self.results[-1]).headline if self.results else "no run yet"
+            last = self.analysis.diagnose(self.results[-1]).headline if self.results else "no run yet"
             raise ValueError(f"no suggestion to apply (last run: {last})")
         return self._run_changes({suggestion[0]: suggestion[1]}, note=applied_note(suggestion))
 

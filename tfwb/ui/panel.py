@@ -28,7 +28,7 @@ import ipywidgets as W
 from tfwb import hardware as _hardware
 from tfwb import report
 from tfwb.config import RunConfig
-from tfwb.diagnosis import diagnose, expectations
+from tfwb.diagnosis import expectations
 from tfwb.knobs import Knob
 from tfwb.records import RunResult
 from tfwb.ui.controller import ControllerEvents, WorkbenchController, total_steps
@@ -287,8 +287,8 @@ class WorkbenchPanel(ControllerEvents):
         """The status line for run ``number``: summary and verdict, or why it ended early (red if it failed)."""
         results = self.controller.results
         if result.ok:
-            row = report.history_rows(results[:number], self.controller.baseline_result(),
-                                      baseline_config=self.controller.baseline)[-1]
+            row = self.controller.analysis.rows(results[:number], self.controller.baseline_result(),
+                                                baseline_config=self.controller.baseline)[-1]
             text = f"<b>#{number}</b> {html.escape(result.summary())}"
             if row.get("prev_verdict"):        # the comparison the reader just made comes first
                 color = report.verdict_color(row.get("prev_comparison"))
@@ -322,18 +322,17 @@ class WorkbenchPanel(ControllerEvents):
             text += f"<br><i>{html.escape(line)}</i>"
         return text
 
-    @staticmethod
-    def _suggestion_line(result: RunResult) -> str:
+    def _suggestion_line(self, result: RunResult) -> str:
         """The run's first suggestion with its bound (``report.suggestion_text``), HTML; ``""`` without one."""
-        diagnosis = diagnose(result)
+        diagnosis = self.controller.analysis.diagnose(result)
         if not diagnosis.suggestions:
             return ""
         first = diagnosis.suggestions[0]
         return "Next: " + html.escape(report.suggestion_text(first, diagnosis.bound_for(first[0])))
 
     def _refresh_history(self) -> None:
-        rows = report.history_rows(self.controller.results, self.controller.baseline_result(),
-                                   baseline_config=self.controller.baseline)
+        rows = self.controller.analysis.rows(self.controller.results, self.controller.baseline_result(),
+                                             baseline_config=self.controller.baseline)
         self.history.value = report.html_table(rows)
 
     def _redraw(self, latest: int) -> None:
@@ -347,8 +346,10 @@ class WorkbenchPanel(ControllerEvents):
 
         results = self.controller.results
         self._refresh_history()
+        rows = self.controller.analysis.rows(results, self.controller.baseline_result(),
+                                             baseline_config=self.controller.baseline)
         self.compare_chart.value = charts.comparison_png(results, self.controller.baseline_result(),
-                                                         baseline_config=self.controller.baseline)
+                                                         baseline_config=self.controller.baseline, rows=rows)
         self.compare_chart.layout.display = None
         self.limits_chart.value = charts.limits_png(results)
         self.limits_chart.layout.display = None
@@ -373,8 +374,8 @@ class WorkbenchPanel(ControllerEvents):
         from tfwb.ui import charts     # matplotlib: already loaded by _redraw
 
         results = self.controller.results
-        rows = report.history_rows(results[:latest], self.controller.baseline_result(),
-                                   baseline_config=self.controller.baseline)
+        rows = self.controller.analysis.rows(results[:latest], self.controller.baseline_result(),
+                                             baseline_config=self.controller.baseline)
         row = rows[-1] if rows else {}
         result = results[latest - 1]
         previous = row.get("previous")
@@ -413,6 +414,6 @@ class WorkbenchPanel(ControllerEvents):
         self.apply_button.description = (f"Apply {suggestion[0]}={suggestion[1]!r}" if suggestion
                                           else "Apply suggestion")
         if suggestion:
-            bound = diagnose(self.controller.results[-1]).bound_for(suggestion[0])
+            bound = self.controller.analysis.diagnose(self.controller.results[-1]).bound_for(suggestion[0])
             set_tooltip(self.apply_button, f"the last run's diagnosis suggests: "
                                            f"{report.suggestion_text(suggestion, bound)}; set it and run")

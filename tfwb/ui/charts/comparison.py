@@ -102,7 +102,8 @@ def _phrase(kind: Optional[str], speedup: Optional[float], other: str,
 
 def draw_comparison(ax: Axes, results: Sequence[RunResult], baseline: Optional[RunResult] = None, *,
                     baseline_config: Optional[RunConfig] = None, versus: str = "previous",
-                    noise: Optional[stats.NoiseBand] = None) -> None:
+                    noise: Optional[stats.NoiseBand] = None,
+                    rows: Optional[Sequence[Dict[str, Any]]] = None) -> None:
     """One horizontal bar per run at its median step time, with IQR error bars.
 
     Runs are listed top to bottom in the order they ran, each named by the knobs
@@ -125,6 +126,8 @@ def draw_comparison(ax: Axes, results: Sequence[RunResult], baseline: Optional[R
             which is what the reader just changed) or ``"baseline"``: the
             comparison that colours the bars and comes first.
         noise: the run-to-run band (default: learned from ``results``).
+        rows: ``report.history_rows`` of exactly these arguments, when the caller has them
+            (``tfwb.analysis.Analysis.rows``): the chart then shows the table's verdicts, not a second analysis.
 
     Raises:
         ValueError: for another ``versus``.
@@ -142,7 +145,8 @@ def draw_comparison(ax: Axes, results: Sequence[RunResult], baseline: Optional[R
         message(ax, "no finished runs yet\n" + "\n".join(shorten(x, 100) for x in lines), FAILED_COLOR,
                  width=110)
         return
-    rows = report.history_rows(results, baseline, baseline_config=baseline_config, noise=noise)
+    if rows is None:
+        rows = report.history_rows(results, baseline, baseline_config=baseline_config, noise=noise)
     if baseline_config is None:
         base_row = next((r for r in rows if r["is_baseline"]), None)
         baseline_config = results[base_row["index"] - 1].config if base_row else results[0].config
@@ -253,7 +257,8 @@ def comparison_height_in(results: Sequence[RunResult], baseline_config: Optional
 
 def comparison_png(results: Sequence[RunResult], baseline: Optional[RunResult] = None, *,
                    baseline_config: Optional[RunConfig] = None, width_in: float = 9.0,
-                   dpi: float = 96, versus: str = "previous") -> bytes:
+                   dpi: float = 96, versus: str = "previous",
+                   rows: Optional[Sequence[Dict[str, Any]]] = None) -> bytes:
     """All runs side by side (``draw_comparison``) as PNG bytes; height grows with the runs.
 
     Args:
@@ -264,6 +269,7 @@ def comparison_png(results: Sequence[RunResult], baseline: Optional[RunResult] =
         width_in: figure width in inches.
         dpi: pixels per inch.
         versus: the comparison that colours the bars: ``"previous"`` or ``"baseline"``.
+        rows: the history's rows when the caller has them (see ``draw_comparison``).
 
     Returns:
         PNG bytes.
@@ -274,5 +280,5 @@ def comparison_png(results: Sequence[RunResult], baseline: Optional[RunResult] =
     """
     fig = Figure(figsize=(width_in, comparison_height_in(results, baseline_config)), dpi=dpi,
                  layout="constrained")
-    draw_comparison(fig.subplots(), results, baseline, baseline_config=baseline_config, versus=versus)
+    draw_comparison(fig.subplots(), results, baseline, baseline_config=baseline_config, versus=versus, rows=rows)
     return figure_png(fig)
