@@ -15,6 +15,8 @@ per class plus noise, so the loss still falls), and ``SOURCE`` says which one wa
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 from typing import Any, Optional, Tuple
 
@@ -79,16 +81,22 @@ def load(n: int) -> Tuple[np.ndarray, np.ndarray, str]:
     stay integer class ids (sparse loss). Kept in memory for the process.
 
     Returns:
-        ``(x, y, source)``; ``source`` is ``"MNIST (keras.datasets)"`` or ``"generated (offline)"``.
+        ``(x, y, source)``; ``source`` is ``"MNIST (keras.datasets)"``, ``"generated (offline)"``
+        (``TFWB_OFFLINE=1``), or ``"generated (offline: ... could not download MNIST, <error>)"``; the
+        download's own progress lines are held back (they named a URL the run then did not use).
     """
     if "raw" not in _CACHE:
         raw, source = None, "generated (offline)"
         if os.environ.get("TFWB_OFFLINE") != "1":
+            said = io.StringIO()
             try:
-                (xt, yt), _ = keras.datasets.mnist.load_data()
+                with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):   # Keras's "Downloading..."
+                    (xt, yt), _ = keras.datasets.mnist.load_data()
                 raw, source = (xt, yt), "MNIST (keras.datasets)"
-            except Exception:  # noqa: BLE001 - no network, no cache: the generated stand-in
+            except Exception as e:  # noqa: BLE001 - no network, no cache: the generated stand-in
                 raw = None
+                source = (f"generated (offline: keras.datasets.mnist could not download MNIST, "
+                          f"{type(e).__name__})")
         _CACHE["raw"] = raw if raw is not None else _generated(max(EXAMPLES.values()))
         _CACHE["source"] = source
     xr, yr = _CACHE["raw"]
