@@ -1,7 +1,9 @@
 """Tests of tfwb.keras.Monitor: tfwb's measurements inside model.fit (tiny Dense model, a few dozen steps)."""
 from __future__ import annotations
 
+import html
 import math
+import time
 
 import numpy as np
 import pytest
@@ -56,6 +58,7 @@ def test_steps_per_execution_divides_each_call_by_its_steps_and_leaves_short_cal
     model(spe=6).fit(data(), epochs=1, verbose=0, callbacks=[mon])    # 20 steps: calls of 6, 6, 6 and 2
     r = mon.result
     assert r.steps_per_call == 6 and len(r.warmup_times_s) == 1 and len(r.step_times_s) == 2
+    assert r.config.batch_size == 16                  # the first call's 96 examples over its 6 steps
     assert any("fewer steps" in n for n in r.notes_of("steps"))
     calls = [{"epoch": 0, "end_step": 1, "steps": 2}, {"epoch": 0, "end_step": 3, "steps": 2}]
     assert _call_losses(calls, {(0, 1): 4.0, (0, 3): 3.0}, 2) == [4.0, 2.0]   # (4*3 - 2*4) / 2
@@ -133,6 +136,7 @@ def test_the_chart_is_an_image_widget_redrawn_during_fit_and_final_after_it(monk
 
     monkeypatch.setattr(monitor_module, "REDRAW_S", 0.0)     # redraw after every window
     monkeypatch.setattr(monitor_module, "WINDOW_S", 0.0)     # a window per call
+    monkeypatch.setattr(monitor_module, "VIEW_SHARE", 1.0)   # no budget: every chance is a chart
     draws = []
     original = monitor_module._ChartView.draw
 
@@ -148,11 +152,177 @@ def test_the_chart_is_an_image_widget_redrawn_during_fit_and_final_after_it(monk
     during = [d for d in draws if not d[1]]
     assert len(during) >= 3 and [d[0] for d in during] == sorted(d[0] for d in during)
     assert during[0][3].startswith("fit: step ") and during[0][3].endswith("/10")
-    assert all(png.startswith(b"\x89PNG") for _, _, png, _ in draws)
-    assert len({png for _, _, png, _ in during}) > 1                  # the picture changed as steps came in
-    assert draws[-1][1] and view.status.value == mon.result.summary()
-    assert bytes(view.image.value).startswith(b"\x89PNG")
+    assert all(svg.startswith(b"<svg") and svg.endswith(b"</svg>") for _, _, svg, _ in draws)
+    assert len({svg for _, _, svg, _ in during}) > 1                  # the picture changed as steps came in
+    r = mon.result
+    assert draws[-1][1] and view.status.value.startswith(html.escape(r.summary()))
+    assert b"median" in draws[-1][2] and b"tiny: ms per step" in draws[-1][2]
+    assert r.extras["view_charts"] == len(draws) and r.extras["view_s"] > 0
+    assert view.image.format == "svg+xml" and not view.full.disabled
+    view.full.click()                                  # after the fit, on request: the Workbench's run chart
+    assert view.image.format == "png" and bytes(view.image.value).startswith(b"\x89PNG")
     assert "VBox" in capsys.readouterr().out          # display() outside a kernel prints the widget's repr
+
+
+class SlowView:
+    """A live view whose chart takes ``cost_s`` (a sleep); its progress text is free."""
+
+    first_draw_s = 0.03
+
+    def __init__(self, cost_s: float = 0.03) -> None:
+        self.cost_s, self.draws, self.updates, self.drawn_s = cost_s, [], 0, 0.0
+
+    def draw(self, r, done, total, final=False):
+        t = time.perf_counter()
+        time.sleep(self.cost_s)
+        self.draws.append(final)
+        self.drawn_s += time.perf_counter() - t
+
+    def progress(self, done, total, final=None):
+        self.updates += 1
+
+
+def test_a_slow_live_view_is_held_to_its_share_of_the_fit_and_its_time_is_recorded(monkeypatch):
+    """Redraws offered after every window (0.1 s): a 30 ms chart each time would take ~25 % of the fit."""
+    from tfwb.keras import monitor as monitor_module
+
+    monkeypatch.setattr(monitor_module, "REDRAW_S", 0.0)
+    view = SlowView()
+    monkeypatch.setattr(monitor_module, "_make_view", lambda charts, stream: view)
+    mon = Monitor(charts=True, warmup_steps=2)
+    model().fit(data(rows=16 * 300), epochs=2, verbose=0, callbacks=[mon])      # 600 steps, a few seconds
+    r = mon.result
+    share = r.extras["view_share"]
+    assert r.extras["fit_wall_s"] > 1.5, r.extras            # long enough for the budget to allow charts
+    assert 1 <= len(view.draws) < view.updates                # charts held back: progress text instead
+    assert r.extras["view_charts"] == len(view.draws) and r.extras["view_updates"] == view.updates
+    assert r.extras["view_s"] >= view.drawn_s and share == pytest.approx(r.extras["view_s"] / r.extras["fit_wall_s"])
+    assert share <= monitor_module.VIEW_SHARE * 1.15, r.extras    # the budget (a sleep may overrun a little)
+    assert any(n.startswith("other: the live view took") for n in r.notes_of("other"))
+
+
+def test_a_view_that_slows_the_fit_shows_in_its_wall_clock_rate_and_a_note_says_why(monkeypatch):
+    """Without the budget the chart costs the fit its rate: the result says so instead of hiding it."""
+    from tfwb.keras import monitor as monitor_module
+
+    monkeypatch.setattr(monitor_module, "REDRAW_S", 0.0)
+    monkeypatch.setattr(monitor_module, "VIEW_SHARE", 1.0)
+    view = SlowView(0.05)
+    monkeypatch.setattr(monitor_module, "_make_view", lambda charts, stream: view)
+    mon = Monitor(charts=True, warmup_steps=2)
+    model().fit(data(rows=16 * 400), epochs=1, verbose=0, callbacks=[mon])     # windows of 0.1 s: several
+    r = mon.result
+    e = r.extras
+    assert e["wall_examples_per_s"] == pytest.approx(e["wall_steps"] * 16 / e["wall_span_s"])
+    assert e["wall_examples_per_s"] < 0.9 * r.throughput_per_s, (e, r.throughput_per_s)
+    why = [n for n in r.notes_of("steps") if n.startswith("steps: over the ")]
+    assert why and "below the" in why[0] and "the live view took" in why[0], r.notes
+    took = float(why[0].split("the live view took ")[1].split(" s")[0])
+    # every chart but those after the two warm-up calls (the first call's tracing fills a window) and the
+    # final one fell between measured calls
+    assert len(view.draws) >= 5 and took >= 0.95 * view.cost_s * (len(view.draws) - 3) - 0.01, (took, view.draws)
+    assert monitor_module._final_text(r).startswith(r.summary() + "; over the ")
+
+
+def test_without_a_view_the_wall_clock_rate_is_recorded_and_close_to_the_median_steps():
+    mon = Monitor(charts=False, warmup_steps=2)
+    model().fit(data(), epochs=1, verbose=0, callbacks=[mon])
+    e = mon.result.extras
+    assert e["view_s"] == 0.0 and e["view_charts"] == 0 and e["wall_steps"] == 20 - 2
+    assert e["wall_examples_per_s"] > 0
+
+
+def arrays(rows: int):
+    x = np.random.default_rng(1).normal(size=(rows, 4)).astype("float32")
+    return x, (x[:, 0] > 0).astype("int32")
+
+
+def test_the_batch_size_is_what_a_train_step_consumed_whatever_the_validation():
+    """Keras's loss tracker counts validation examples at an epoch's end: the batch came out 7, not 32."""
+    x, y = arrays(330)                                # 264 to train: 8 steps of 32 and one of 8
+    mon = Monitor(charts=False, warmup_steps=1)
+    model().fit(x, y, batch_size=32, validation_split=0.2, epochs=1, verbose=0, callbacks=[mon])
+    r = mon.result
+    assert r.config.batch_size == 32 and not any("batch_size" in n for n in r.notes)
+
+    xv, yv = arrays(40)
+    train = tf.data.Dataset.from_tensor_slices(arrays(330)).batch(32)
+    for val in ((xv, yv), tf.data.Dataset.from_tensor_slices((xv, yv)).batch(8)):
+        mon = Monitor(charts=False, warmup_steps=1)
+        model().fit(train, validation_data=val, epochs=1, verbose=0, callbacks=[mon])
+        assert mon.result.config.batch_size == 32
+        assert mon.result.throughput_per_s == pytest.approx(32 / mon.result.median_step_s)
+
+    mon = Monitor(charts=False, warmup_steps=1, batch_size=64)          # the caller's word wins
+    model().fit(x, y, batch_size=32, validation_split=0.2, epochs=1, verbose=0, callbacks=[mon])
+    assert mon.result.config.batch_size == 64
+
+
+class Boom(keras.layers.Layer):
+    """Passes its input through, until ``fail`` is set."""
+
+    fail = False
+
+    def call(self, x):
+        if self.fail:
+            raise ValueError("the batch went bad")
+        return x
+
+
+def test_a_fit_that_raises_is_on_disk_as_failed_with_the_exception_and_the_model_is_left_as_it_was(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    keras.utils.set_random_seed(0)
+    boom = Boom()
+    m = keras.Sequential([keras.Input((4,)), boom, keras.layers.Dense(2)], name="boom")
+    m.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), run_eagerly=True)
+
+    class Trigger(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            boom.fail = batch == 6
+
+    mon = Monitor(path, charts=False, warmup_steps=1)
+    with pytest.raises(ValueError, match="the batch went bad"):
+        m.fit(data(), epochs=1, verbose=0, callbacks=[mon, Trigger()])
+    [r] = tfwb.load_results(path)                     # written as it ended, before the exception went on
+    assert r.status == "failed" and r.error.startswith("ValueError: ") and "the batch went bad" in r.error
+    assert "\x1b" not in r.error, r.error                    # Keras's bold, not kept
+    assert len(r.warmup_times_s) == 1 and len(r.step_times_s) == 5          # calls 0-5 finished, 6 raised
+    assert mon.result == r and mon.result.config.batch_size == 16
+    assert not hasattr(m.train_function, "_tfwb_original")                 # the model's own function back
+    boom.fail = False
+    mon = Monitor(path, charts=False, warmup_steps=1)
+    m.fit(data(), epochs=1, verbose=0, callbacks=[mon])
+    assert mon.result.status == "ok" and [x.status for x in tfwb.load_results(path)] == ["failed", "ok"]
+
+
+def test_a_fit_left_from_another_callback_is_recorded_when_the_result_is_read(tmp_path):
+    path = tmp_path / "runs.jsonl"
+
+    class Fails(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            raise RuntimeError("a callback failed")
+
+    m = model()
+    mon = Monitor(path, charts=False, warmup_steps=1)
+    with pytest.raises(RuntimeError):
+        m.fit(data(), epochs=2, verbose=0, callbacks=[mon, Fails()])
+    r = mon.result                                    # Keras called no on_train_end: built now
+    assert r.status == "failed" and "outside its train and validation steps" in r.error
+    assert len(r.step_times_s) == 20 - 1 and [x.status for x in tfwb.load_results(path)] == ["failed"]
+    assert not hasattr(m.train_function, "_tfwb_original")
+
+
+def test_a_validation_step_that_raises_is_recorded_too(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    bad = tf.data.Dataset.from_tensor_slices((np.zeros((32, 5), "float32"), np.zeros(32, "int32"))).batch(16)
+    m = model()
+    mon = Monitor(path, charts=False, warmup_steps=1)
+    with pytest.raises(Exception) as raised:          # 5 features where the model takes 4
+        m.fit(data(), validation_data=bad, epochs=2, verbose=0, callbacks=[mon])
+    [r] = tfwb.load_results(path)
+    assert r.status == "failed" and r.error.startswith(f"{type(raised.value).__name__}: "), r.error
+    assert len(r.step_times_s) == 20 - 1                                    # the first epoch's calls kept
+    assert not hasattr(m.test_function, "_tfwb_original") and not hasattr(m.train_function, "_tfwb_original")
 
 
 def test_a_fit_reports_its_model_flops_and_mfu_as_workbench_runs_do():
