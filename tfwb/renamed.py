@@ -6,7 +6,8 @@ one gives the new module and a ``DeprecationWarning`` that names it. Renamed fun
 and classes are kept the same way by the module that owns them (``deprecated_alias``).
 
 Example:
-    >>> import warnings
+    >>> import sys, warnings
+    >>> _ = sys.modules.pop("tfwb.bounds", None)      # imported before? then importing it again says nothing
     >>> with warnings.catch_warnings(record=True) as caught:
     ...     warnings.simplefilter("always")
     ...     import tfwb.bounds as old
