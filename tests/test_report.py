@@ -523,3 +523,12 @@ def test_an_interrupted_run_is_not_called_an_error_in_the_table():
     assert cells["diagnosis"] == "stopped by the user (Stop button) after 398 of 3002 steps"
     failed = report.format_cells({"status": "failed", "error": "ResourceExhaustedError: OOM"})
     assert failed["diagnosis"] == "error: ResourceExhaustedError: OOM"
+
+
+def test_a_run_too_short_for_a_sample_reads_the_runners_own_load_reading():
+    """benchmarks/integrity.py: 20 steps of 2 ms held no 0.2 s sample, so a busy machine read 'unknown'."""
+    short = dataclasses.replace(ok(RunConfig(), steps(0.002), 0.0), extras={"other_cpu_pct": 40.0})
+    assert report.other_cpu_pct(short) == 40.0 and report.busy(short)
+    quiet = with_load(ok(RunConfig(), steps(0.1), 0.0), 3.0)
+    assert report.other_cpu_pct(dataclasses.replace(quiet, extras={"other_cpu_pct": 40.0})) == pytest.approx(3.0)
+    assert report.compare_runs(quiet, short).verdict == stats.CANNOT_TELL_BUSY

@@ -39,21 +39,28 @@ def other_cpu_pct(result: RunResult) -> Optional[float]:
     CPU use minus this process's (``cpu_process_pct`` is % of one core, so it is
     divided by the cores in the fingerprint), median over the samples, never below 0.
 
+    A run too short for a sample (the sampler reads every 0.2 s) falls back to the runner's own
+    reading over its measured steps (``extras["other_cpu_pct"]``: CPU times before and after them,
+    ``tfwb.utilization.start_load_probe``), so a short run on a busy machine is busy too.
+
     Returns:
-        The share, or ``None`` without samples, step starts or a core count.
+        The share, or ``None`` when neither is known.
 
     Example:
         >>> other_cpu_pct(RunResult(config=RunConfig())) is None
         True
     """
     cores = (result.fingerprint or {}).get("cpu_count")
+    probed = (result.extras or {}).get("other_cpu_pct")       # the runner's reading over the measured steps
     if not cores or not result.samples or not result.step_start_s or not result.step_times_s:
-        return None
+        return float(probed) if isinstance(probed, (int, float)) else None
     lo = result.step_start_s[0]
     hi = result.step_start_s[-1] + result.step_times_s[-1]
     values = [max(0.0, s.cpu_system_pct - s.cpu_process_pct / cores) for s in result.samples
               if lo <= s.t_s <= hi and s.cpu_system_pct is not None and s.cpu_process_pct is not None]
-    return stats.median(values) if values else None
+    if values:
+        return stats.median(values)
+    return float(probed) if isinstance(probed, (int, float)) else None
 
 
 def busy(result: RunResult) -> bool:

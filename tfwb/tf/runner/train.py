@@ -77,7 +77,7 @@ from tfwb.advice import compute_dtype
 from tfwb.timing import WINDOW_S  # noqa: F401 - part of this module's names (__all__)
 from tfwb.config import RunConfig
 from tfwb.lifecycle import Lifecycle, run_clock
-from tfwb.utilization import Sampler, default_probes
+from tfwb.utilization import Sampler, default_probes, start_load_probe
 from tfwb.observers import Dispatch, Observer, RunState, StepLog
 from tfwb.records import RunResult
 from tfwb.workloads import Workload, get_workload
@@ -360,8 +360,12 @@ def run_process(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_err
                 p.floor_iterator = None
                 life.warmup_end()
                 if not life.should_stop:
+                    others = start_load_probe()      # other programs' CPU share over the measured steps
                     timed_steps(p, life.calls, life.clock, log, state=state, dispatch=life.dispatch,
                                 first=len(log.times_s))
+                    share = others()
+                    if share is not None:            # read by tfwb.pairs where the run is too short for samples
+                        state.extras["other_cpu_pct"] = round(100.0 * share, 1)
                 facts["traces"] = tracing_count(p.step)
                 if log.times_s and not state.interrupted and state.diverged_at is None:
                     facts.update(limits(cfg, p.strategy, p.model, state.notes))   # after the steps: not timed
