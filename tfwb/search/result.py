@@ -346,7 +346,9 @@ class SweepResult:
         body = []
         naive = ["-", f"{NAIVE} (reference)"] + [""] * (len(self.rung_steps) - 1) + [self._cell(self.naive)]
         loss = self.naive.final_loss() if self.naive is not None else None
-        naive += [_num(loss, 3), f"reference: one run of {self.rung_steps[-1]} steps"]
+        naive += [f"{_num(loss, 3)} (its last steps)" if loss is not None else "",
+                  f"reference: one run of {self.rung_steps[-1]} steps; each candidate's loss is compared with "
+                  "its loss after as many examples as the candidate saw"]
         body.append(naive)
         for t in self._ranked():
             row = [str(t.candidate.index + 1), t.label]
