@@ -190,7 +190,7 @@ def _final(alive: List[Trial], last: int, naive: RunResult, noise: stats.NoiseBa
             t.reason[last] = f"the winner is {cmp.text()}"
         else:
             told = cmp.verdict == stats.NO_DIFFERENCE
-            t.reason[last] = f"{'tied with' if told else 'not told apart from'} the winner ({cmp.text()})"
+            t.reason[last] = f"{'tied with' if told else 'not told apart from'} the winner (the winner: {cmp.text()})"
             tied.append(t)
     speedup = stats.compare(example_times_s(naive), best, noise=noise, other_cpu_pct=loads(naive, winner.runs[last]))
     winner.reason[last] = f"against naive: {speedup.text()}"
