@@ -461,3 +461,14 @@ def test_the_step_chart_says_calls_when_a_bar_is_a_call():
     one = Figure().subplots()
     draw_step_times(one, RunResult(config=RunConfig(), step_times_s=(0.01,) * 7))
     assert one.get_xlabel() == "measured step"
+
+
+def test_a_fit_without_a_measured_input_wait_has_no_input_key():
+    """Issue 27: a fit's chart listed "waiting for input", which a fit cannot measure: it read as a zero wait."""
+    import dataclasses
+
+    ax = Figure().subplots()
+    fit = dataclasses.replace(make_result(), input_wait_s=())
+    charts.draw_step_times(ax, fit)
+    labels = legend_labels(ax)
+    assert "waiting for input" not in labels and labels[0] == "step (input wait not measured)"

@@ -117,8 +117,10 @@ def draw_step_times(ax: Axes, result: RunResult) -> None:
     ax.set_xlabel(f"measured {unit}" + (f" (warm-up {'calls' if spc > 1 else 'steps'} left of the dashed line)"
                                         if warmup_ms else ""))
 
-    handles = [Patch(color=INPUT_COLOR, label="waiting for input"),
-               Patch(color=COMPUTE_COLOR, label="rest of step")]
+    if getattr(result, "input_wait_s", None):
+        handles = [Patch(color=INPUT_COLOR, label="waiting for input"), Patch(color=COMPUTE_COLOR, label="rest of step")]
+    else:   # model.fit under tfwb.keras.Monitor: the wait is inside fit's graph, not measured (never a zero)
+        handles = [Patch(color=COMPUTE_COLOR, label="step (input wait not measured)")]
     if warmup_ms:
         handles.append(Patch(facecolor=WARMUP_COLOR, hatch="//", edgecolor="white", label="warm-up (excluded)"))
     if measured_ms:
