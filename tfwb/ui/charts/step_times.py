@@ -6,6 +6,8 @@ for a run. Shared colours and the Figure -> PNG step are in ``tfwb.ui.charts.com
 """
 from __future__ import annotations
 
+import textwrap
+
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -47,8 +49,8 @@ def draw_step_times(ax: Axes, result: RunResult) -> None:
     measured_ms = [t * 1e3 for t in result.step_times_s]
     warmup_ms = [t * 1e3 for t in result.warmup_times_s]
     if result.status != "ok":
-        ax.set_title(f"{run_name(result)}: time per step \u2014 {shorten(failure_text(result), 70)}",
-                     fontsize=10, loc="left", color=FAILED_COLOR)
+        why = "\n".join(textwrap.wrap(shorten(failure_text(result), 240), 90))    # wrapped, never cut mid-word
+        ax.set_title(f"{run_name(result)}: time per step \u2014 {why}", fontsize=10, loc="left", color=FAILED_COLOR)
     else:
         ax.set_title(f"{run_name(result)}: time per step", fontsize=10, loc="left")
     ax.set_ylabel("step time (ms)")
