@@ -237,9 +237,9 @@ def test_run_prints_mfu_and_the_bound_of_every_suggestion(capsys):
     assert main(["run", "--steps", "3", "--storage-latency-ms", "0"], runner=limited_runner) == 0
     lines = capsys.readouterr().out.splitlines()
     assert ", MFU 23 % of this machine's measured float32 peak (41 % of datasheet), " in lines[0]
-    assert lines[1] == ("try prefetch=True: overlap input with the step; prefetch can gain at most 1.9x: "
-                        "the step waits for input 47 % of the time (on a CPU the pipeline also takes cores "
-                        "from the step, so a larger gain is possible here)")
+    assert lines[1] == ("try prefetch=True: overlap input with the step; prefetch: removing the input wait "
+                        "(47 % of the step) gains at most 1.9x; on a CPU the pipeline also takes cores from the "
+                        "step, so the knob can gain more than that here")
     assert [line.split("=")[0] for line in lines[1:]] == ["try prefetch", "try parallel_map", "try interleave",
                                                           "try cache"]
     assert main(["run", "--steps", "3", "--json"], runner=limited_runner) == 0

@@ -291,8 +291,8 @@ def test_input_knobs_are_bounded_by_the_input_wait():
                            input_wait_s=(0.47,) * 4))
     b = d.bound_for("prefetch")
     assert b.speedup == pytest.approx(1 / (1 - 0.47))
-    assert b.text == ("prefetch can gain at most 1.9x: the step waits for input 47 % of the time (on a CPU the "
-                      "pipeline also takes cores from the step, so a larger gain is possible here)")
+    assert b.text == ("prefetch: removing the input wait (47 % of the step) gains at most 1.9x; on a CPU the "
+                      "pipeline also takes cores from the step, so the knob can gain more than that here")
     assert not b.strict
     on_gpu = diagnose(RunResult(config=RunConfig(storage_latency_ms=0), step_times_s=(1.0,) * 4,
                                 input_wait_s=(0.47,) * 4,

@@ -185,9 +185,10 @@ def input_wait_bound(result: Any, knob: str, value: Any) -> Bound:
         return Bound(knob, value, None, f"{name}: bound unknown: the input wait was not measured")
     b = amdahl(wait, math.inf)
     text = f"{name} can gain at most {speedup_text(b)}: the step waits for input {_pct(wait)} of the time"
-    if not _on_accelerator(result):
-        return Bound(knob, value, b, text + " (on a CPU the pipeline also takes cores from the step, "
-                                            "so a larger gain is possible here)", strict=False)
+    if not _on_accelerator(result):     # "at most" is then the input wait's share alone: say what else it can gain
+        return Bound(knob, value, b, f"{name}: removing the input wait ({_pct(wait)} of the step) gains at most "
+                                     f"{speedup_text(b)}; on a CPU the pipeline also takes cores from the step, so "
+                                     "the knob can gain more than that here", strict=False)
     return Bound(knob, value, b, text)
 
 

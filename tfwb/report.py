@@ -497,8 +497,10 @@ def bound_clause(b: Bound) -> str:
         'can gain at most 1.9x: the step waits'
         >>> bound_clause(Bound("jit_compile", True, None, "XLA (jit_compile=True): bound unknown: no MFU"))
         'bound unknown: no MFU'
+        >>> bound_clause(Bound("cache", True, 1.4, "cache: removing the input wait (30 % of the step) gains at most 1.4x"))
+        'removing the input wait (30 % of the step) gains at most 1.4x'
     """
-    for marker in (" can gain ", ": bound unknown"):
+    for marker in (": removing ", " can gain ", ": bound unknown"):
         at = b.text.find(marker)
         if at >= 0:
             return b.text[at:].lstrip(" :")
