@@ -79,6 +79,18 @@ STAMP = "tfwb-colab-stamp"
 WIDGETS_7 = "tests/test_binder.py::test_workbench_on_ipywidgets_7_7"
 
 
+#: The chapters that take longest under nbval (small mode), first: each worker takes whole notebooks
+#: (``--dist loadfile``), so starting the long ones first leaves short ones to even out the end.
+LONGEST_FIRST = ("07", "08", "00", "01", "03", "02", "05", "04", "06")
+
+
+def chapter_order() -> List[str]:
+    """Every notebook under notebooks/, the ones in ``LONGEST_FIRST`` in that order, any other after them."""
+    found = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "notebooks").glob("*.ipynb"))
+    rank = {n: i for i, n in enumerate(LONGEST_FIRST)}
+    return sorted(found, key=lambda p: (rank.get(Path(p).name[:2], len(rank)), p))
+
+
 def ensure_chromium() -> bool:
     if os.path.exists(CHROMIUM):
         return True
@@ -250,18 +262,18 @@ def main(argv: List[str]) -> int:
                               [str(colab)] + pytest_ + ["-q"] + workers()
                               # importlib: tests/conftest.py and notebooks/conftest.py share a basename
                               + ["--import-mode=importlib", "--nbval-lax", "--nbval-current-env",
-                                 "--nbval-cell-timeout=900", "notebooks", WIDGETS_7] + extra,
+                                 "--nbval-cell-timeout=900", *chapter_order(), WIDGETS_7] + extra,
                               _clean_env(PYTHONPATH=str(ROOT / "tests" / "standins" / "pynvml_t4_mig"),
                                          TFWB_COLAB_PYTHON=str(colab)))
     else:
         rcs.append(1)
     rcs.append(package.wait())
-    if chapters is not None:
-        rcs.append(chapters.wait())
-    if not skip_ui:
+    if not skip_ui:                # beside the chapters' last notebooks: it mostly waits for JupyterLab
         ensure_chromium()
         # Its own pytest process: Playwright's sync API refuses to run inside an asyncio loop.
         rcs.append(stage("browser test", [sys.executable] + pytest_ + ["-q", "-m", "ui", "tests/ui"] + extra))
+    if chapters is not None:
+        rcs.append(chapters.wait())
     failed = sum(1 for rc in rcs if rc not in (0, 5))   # 5: no tests collected
     print(f"\nrun_all: {len(rcs) - failed}/{len(rcs)} stages passed", flush=True)
     return 1 if failed else 0

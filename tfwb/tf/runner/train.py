@@ -105,7 +105,8 @@ FAST_PEAK_BUDGET_S = 0.2
 #: process's or ``measure_peak``'s), and one measured under load is measured again after
 #: ``RETRY_LOADED_S``.
 _PEAKS: dict = {}
-#: Seconds after which a peak this process measured under load (``Peak.loaded``) is measured again.
+#: Seconds after which a peak this process measured under load (``Peak.loaded``) is measured again
+#: (not under ``TFWB_FAST``: there each process measures once, the next process again).
 RETRY_LOADED_S = 60.0
 #: The no-op function ``call_overhead_s`` times, and the datasheet figures, once per process.
 _NOOP: dict = {}
@@ -458,7 +459,8 @@ def _peak(dtype: str, device: str, fast: bool):
     key = (dtype, device, fast)
     held = _PEAKS.get(key)
     now = time.monotonic()
-    if held is None or (getattr(held[0], "loaded", False) and now - held[1] >= RETRY_LOADED_S):
+    retry = not fast and getattr(held[0], "loaded", False) and now - held[1] >= RETRY_LOADED_S if held else False
+    if held is None or retry:     # TFWB_FAST (tests, small chapters): once per process, as before
         _PEAKS[key] = (measure_peak(dtype, device, budget_s=FAST_PEAK_BUDGET_S if fast else PEAK_BUDGET_S,
                                     quick=fast), now)
     else:
