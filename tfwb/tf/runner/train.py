@@ -73,9 +73,8 @@ import keras
 import tensorflow as tf
 
 from tfwb import datasheet, stats, timing
-from tfwb.advice import compute_dtype
 from tfwb.timing import WINDOW_S  # noqa: F401 - part of this module's names (__all__)
-from tfwb.config import RunConfig
+from tfwb.config import RunConfig, compute_dtype
 from tfwb.lifecycle import Lifecycle, run_clock
 from tfwb.utilization import Sampler, default_probes, start_load_probe
 from tfwb.observers import Dispatch, Observer, RunState, StepLog
@@ -459,8 +458,9 @@ def _peak(dtype: str, device: str, fast: bool):
     key = (dtype, device, fast)
     held = _PEAKS.get(key)
     now = time.monotonic()
-    retry = not fast and getattr(held[0], "loaded", False) and now - held[1] >= RETRY_LOADED_S if held else False
-    if held is None or retry:     # TFWB_FAST (tests, small chapters): once per process, as before
+    stale = (held is not None and not fast           # TFWB_FAST (tests, small chapters): once per process
+             and getattr(held[0], "loaded", False) and now - held[1] >= RETRY_LOADED_S)
+    if held is None or stale:
         _PEAKS[key] = (measure_peak(dtype, device, budget_s=FAST_PEAK_BUDGET_S if fast else PEAK_BUDGET_S,
                                     quick=fast), now)
     else:
