@@ -23,6 +23,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from tfwb import stats
 from tfwb.config import KNOBS, RunConfig
 from tfwb.diagnosis import Bound, Diagnosis, diagnose, score_bound
+from tfwb.pairs import _size  # noqa: F401 - one definition of a run's size, shared
 from tfwb.pairs import (LOAD_BIN_PCT, busy, compare_runs, noise_band, other_cpu_pct,  # noqa: F401 - report's names too
                         per_example)
 from tfwb.records import RunResult, percent
@@ -229,11 +230,6 @@ def loss_gap(a: RunResult, b: RunResult) -> Optional[float]:
     """
     gaps = [abs(x - y) for x, y in zip(a.all_losses, b.all_losses)]
     return max(gaps) if gaps else None
-
-
-def _size(result: RunResult) -> Optional[str]:
-    """The workload size a run used ("small"/"full"), from its fingerprint, if recorded."""
-    return (result.fingerprint or {}).get("size")
 
 
 def pick_baseline(results: Sequence[RunResult],
