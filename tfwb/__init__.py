@@ -45,7 +45,7 @@ __all__ = [
     "RunConfig", "RunResult", "Sample", "run", "Workbench", "register_workload",
     "load_results", "compare", "diagnose", "detect_hardware", "check", "setup_devices",
     "observers", "expect", "compare_interleaved", "choose_size", "profile", "sweep", "chapter", "__version__",
-    "count_flops", "measure_peak",
+    "count_flops", "measure_peak", "tune",
 ]
 
 _LAZY = {
@@ -59,6 +59,7 @@ _LAZY = {
     "choose_size": ("tfwb.tf.lab.sizing", "choose_size"),
     "profile": ("tfwb.tf.lab.profiler", "profile"),
     "chapter": ("tfwb.tf.lab.chapter", "chapter"),
+    "tune": ("tfwb.tuning", "tune"),    # diagnose, try the best-bounded change, keep it if faster (pure; runs tfwb.run)
 }
 
 

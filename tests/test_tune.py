@@ -1,0 +1,179 @@
+"""tfwb.tune (issue 28): diagnose, try the change with the largest bound, keep it only if an
+interleaved comparison calls it faster and it still trains, repeat; the command and the
+Workbench's Tune button. A fake runner (tests/fakes.py) and a fake comparison stand in for
+tfwb.run and tfwb.compare_interleaved, except in one small real tune."""
+import dataclasses
+import json
+import time
+
+import pytest
+
+import tfwb
+from tfwb import RunConfig, stats
+from tfwb.hardware import DESCRIBED
+from tfwb.history import History
+from tfwb.observers import StopFlag
+from tfwb.tuning import FAILED, KEPT, REVERTED, candidates, tune
+
+from fakes import FakeRunner, failed_result, make_result
+
+GPU = {"gpus": [{"name": "NVIDIA H100", "compute_capability": [9, 0]}], "cpu_count": 16}
+
+
+def machine_speed(cfg):
+    """A made-up machine: steps_per_execution=8 saves 40 %, XLA costs 20 %, prefetch saves 10 %."""
+    t = 0.1
+    if cfg.steps_per_execution > 1:
+        t *= 0.6
+    if cfg.jit_compile:
+        t *= 1.2
+    if cfg.prefetch:
+        t *= 0.9
+    return t
+
+
+class Runner(FakeRunner):
+    """FakeRunner whose results carry an MFU and a fingerprint (what the bounds read)."""
+
+    def __init__(self, mfu=0.3, fingerprint=None, **kw):
+        kw.setdefault("step_time", machine_speed)
+        super().__init__(**kw)
+        self.mfu, self.fingerprint = mfu, fingerprint or {}
+
+    def __call__(self, cfg, observers=(), **kw):
+        r = super().__call__(cfg, observers, **kw)
+        mfu = self.mfu(cfg) if callable(self.mfu) else self.mfu
+        return dataclasses.replace(r, mfu=mfu, fingerprint=self.fingerprint)
+
+
+class Compare:
+    """compare(best, candidate, rounds=, settle_steps=, progress=) on ``machine_speed``'s times."""
+
+    def __init__(self, speed=machine_speed, on_round=None):
+        self.speed, self.on_round, self.calls = speed, on_round, []
+
+    def __call__(self, a, b, *, rounds=None, settle_steps=1, progress=None):
+        self.calls.append((a, b, settle_steps))
+        n = rounds or 10
+        wiggle = [1 + 0.001 * ((i % 3) - 1) for i in range(n)]
+        for r in range(n):
+            if self.on_round is not None:
+                self.on_round(r)
+            if progress is not None:
+                progress(r + 1, n)
+        return stats.compare_rounds([self.speed(a) * w for w in wiggle], [self.speed(b) for _ in wiggle])
+
+
+def cfg(**kw):
+    kw.setdefault("workload", "mlp")
+    kw.setdefault("steps", 12)
+    kw.setdefault("warmup_steps", 2)
+    return RunConfig(**kw)
+
+
+# -- candidates -------------------------------------------------------------------------------
+def test_candidates_rank_by_bound_and_say_why_each_is_skipped():
+    # A GPU run waiting 47 % of each step: input knobs bounded 1.9x; MFU 0.5: steps_per_execution 2x.
+    r = make_result(cfg(workload="images", data_source="files"), step_s=1.0, wait_s=0.47, fingerprint=GPU,
+                    mfu=0.5)
+    ranked, skipped = candidates(r, epoch_examples=lambda c: 10_000)
+    changes = [c.change for c in ranked]
+    assert changes[0] == "steps_per_execution=8"            # 2.0x, the largest strict bound
+    assert changes.index("prefetch=True") < changes.index("mixed_precision='mixed_bfloat16'")  # unknown last
+    why = {c.change: c.skip for c in skipped}
+    assert "less than one epoch (10,000)" in why["cache=True"]
+    assert "within the noise" in why["jit_compile=True"]      # 1 / (0.47 + 0.5): 1.03x
+    ranked2, skipped2 = candidates(r, tried=[("steps_per_execution", 8)])
+    assert "tried already" in {c.change: c.skip for c in skipped2}["steps_per_execution=8"]
+    assert "cache=True" in [c.change for c in ranked2]        # epoch unknown: not ruled out
+
+
+def test_a_knob_this_machine_cannot_honour_is_skipped_with_its_reason():
+    r = make_result(cfg(data_source="memory"), mfu=0.3)
+    _, skipped = candidates(r, hardware=DESCRIBED["binder-2core-avx2"])
+    why = {c.change: c.skip for c in skipped}
+    assert why["mixed_precision='mixed_float16'"].startswith("this machine cannot honour it")
+
+
+# -- the loop ---------------------------------------------------------------------------------
+def test_tune_keeps_what_is_faster_reverts_what_is_not_and_appends_to_the_history(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    History(path).append(make_result(cfg(label="earlier")))
+    seen = []
+    t = tune(cfg(), max_runs=4, runner=Runner(), compare=Compare(), history_path=path, progress=seen.append)
+    decisions = {tr.change: tr.decision for tr in t.trials}
+    assert decisions["steps_per_execution=8"] == KEPT
+    assert decisions["jit_compile=True"] == REVERTED
+    assert t.best.steps_per_execution == 8 and not t.best.jit_compile
+    kept = t.trials[0]
+    assert kept.speedup == pytest.approx(1 / 0.6, rel=0.01) and kept.ci_low <= kept.speedup <= kept.ci_high
+    assert t.gain >= 1.0 and t.runs == 1 + len(t.trials) <= 5
+    loaded = History(path).load()
+    assert loaded[0].config.label == "earlier" and len(loaded) == 1 + t.runs     # nothing lost, every run added
+    assert any(line.startswith("trial 1: steps_per_execution=8") for line in seen)
+    text = t.text()
+    assert "kept" in text and "headroom left: MFU 30 %" in text and "faster than the start" in text
+    assert "jit_compile=True: tried" not in text      # a trial, not a skipped change
+
+
+def test_a_candidate_that_does_not_train_is_reverted_without_a_comparison():
+    def loss(c, step):
+        return 2.3 if c.steps_per_execution > 1 else 1.0 + 1.3 * 0.8 ** (step + 1)
+    comparer = Compare()
+    t = tune(cfg(), max_runs=1, runner=Runner(loss=loss), compare=comparer)
+    assert t.trials[0].change == "steps_per_execution=8" and t.trials[0].decision == REVERTED
+    assert "does not train" in t.trials[0].reason and comparer.calls == []
+    assert t.best == t.start and "max_runs=1" in t.text()
+
+
+def test_never_slower_than_the_start_and_a_failed_candidate_is_a_trial():
+    slow = Runner(step_time=lambda c: 0.1 if c == cfg() else 0.2, fail_if=lambda c: c.jit_compile)
+    t = tune(cfg(), max_runs=4, runner=slow, compare=Compare(speed=slow.step_time))
+    assert t.best == t.start and not t.kept
+    assert {tr.change: tr.decision for tr in t.trials}["jit_compile=True"] == FAILED
+
+
+def test_nothing_to_gain_on_a_compute_bound_run_says_why_within_one_run():
+    runner = Runner(mfu=0.97)
+    t = tune(cfg(data_source="memory"), runner=runner, compare=Compare(), hardware=DESCRIBED["binder-2core-avx2"])
+    assert t.trials == () and t.runs == 1 and len(runner.calls) == 1
+    assert "nothing to gain here, because" in t.text() and "within the noise" in t.text()
+
+
+def test_bad_input_gets_a_clear_error_and_the_history_keeps_the_failed_baseline(tmp_path):
+    with pytest.raises(ValueError, match=r"max_runs=0 is not allowed; max_runs must be an integer >= 1"):
+        tune(cfg(), max_runs=0, runner=Runner(), compare=Compare())
+    path = tmp_path / "runs.jsonl"
+    History(path).append(make_result(cfg(label="earlier")))
+    broken = Runner(fail_if=lambda c: True)
+    with pytest.raises(RuntimeError, match=r"baseline run of workload 'mlp' did not finish \(failed: .*OOM"):
+        tune(cfg(), runner=broken, compare=Compare(), history_path=path)
+    assert [r.status for r in History(path).load()] == ["ok", "failed"]
+
+
+def test_an_interrupt_keeps_the_finished_trials_and_says_so():
+    flag = StopFlag()
+    comparer = Compare()
+    runner = Runner()
+    comparer.on_round = lambda r: flag.set("stopped", interrupted=True) if len(comparer.calls) == 2 else None
+    t = tune(cfg(), max_runs=4, runner=runner, compare=comparer, stop=flag)
+    assert t.interrupted and len(t.trials) == 1 and t.trials[0].decision == KEPT
+    assert "interrupted: the 1 finished trials are kept" in t.text()
+
+
+# -- one small real tune (TensorFlow) -----------------------------------------------------------
+def test_a_real_tune_and_a_workload_whose_factory_raises(tmp_path, monkeypatch):
+    monkeypatch.setenv("TFWB_FAST", "1")
+    start = RunConfig(workload="mlp", data_source="memory", steps=10, warmup_steps=2)
+    t = tfwb.tune(start, max_runs=1, rounds=6, history_path=tmp_path / "runs.jsonl")
+    assert t.runs == 2 and len(t.trials) == 1 and t.trials[0].result is not None
+    assert t.best in (start, start.replace(**{t.trials[0].knob: t.trials[0].value}, label=""))
+    assert len(History(tmp_path / "runs.jsonl").load()) == 2 and "headroom left" in t.text()
+
+    def broken_model(cfg):
+        raise RuntimeError("no weights file here")
+
+    from fakes import registered, tiny_data
+    with registered("test-tune-broken", model_fn=broken_model, data_fn=tiny_data) as name:
+        with pytest.raises(RuntimeError, match=r"workload 'test-tune-broken'.*no weights file here"):
+            tfwb.tune(RunConfig(workload=name, steps=4, warmup_steps=1))
