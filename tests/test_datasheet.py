@@ -50,7 +50,7 @@ def test_every_datasheet_entry_has_a_source_and_a_plausible_figure():
 def test_cpu_peak_is_a_labelled_formula():
     flops, label = datasheet.cpu_peak(2, 2.0, ["avx2", "fma"], "float32")
     assert flops == 2 * 2.0e9 * 32
-    assert label.startswith("formula, not a datasheet") and "2 cores x 2.00 GHz x 32" in label
+    assert label.startswith("formula: ") and "2 cores x 2.00 GHz x 32" in label
     assert datasheet.cpu_peak(4, 2.5, ["avx512f", "fma"], "float32")[0] == 4 * 2.5e9 * 64
     assert datasheet.cpu_peak(1, 2.0, ["avx512f", "amx_bf16"], "bfloat16")[0] == 2.0e9 * 1024
     assert datasheet.cpu_peak(1, 2.0, ["avx512f", "avx512_bf16"], "bfloat16")[0] == 2.0e9 * 128

@@ -255,7 +255,7 @@ def test_mfu_is_achieved_flops_over_the_measured_peak_of_the_compute_dtype():
 
 def test_mfu_text_never_shows_a_number_that_was_not_measured():
     assert limited(datasheet_flops_per_s=None).mfu_text() == "MFU 23 % of this machine's measured bfloat16 peak"
-    cpu = limited(datasheet_source="formula, not a datasheet: 2 cores x ...")
+    cpu = limited(datasheet_source="formula: 2 cores x ...")
     assert cpu.mfu_text().endswith("(41 % of cores x clock x FLOPs/cycle)")
     unmeasured = limited(peak_flops_per_s=None, peak_reason="no GPU 1: TensorFlow sees 1 GPU(s)")
     assert unmeasured.mfu is None

@@ -129,9 +129,10 @@ def test_html_table_exact_escaped_and_failed_row_red():
              ("right" + nowrap, ""), ("right" + nowrap, ""), ("right" + nowrap, ""), ("right" + nowrap, ""),
              ("left", ""), ("left", "error: bad &amp; &lt;worse&gt;")]
     assert report.html_table(rows) == (
+        '<div class="tfwb-history-scroll" style="overflow-x:auto;max-width:100%">'
         '<table class="tfwb-history" style="border-collapse:collapse;font-size:12px"><thead><tr>'
         + "".join(th.format(*h) for h in heads) + '</tr></thead><tbody><tr class="tfwb-row-failed" '
-        'style="color:#c00">' + "".join(td.format(*c) for c in cells) + "</tr></tbody></table>")
+        'style="color:#c00">' + "".join(td.format(*c) for c in cells) + "</tr></tbody></table></div>")
 
 
 def test_html_table_marks_baseline_and_verdicts(results):

@@ -194,7 +194,7 @@ def cpu_flops_per_cycle(cpu_flags: Sequence[str], dtype: str) -> Tuple[int, str]
 
 def cpu_peak(cores: int, ghz: Optional[float], cpu_flags: Sequence[str],
              dtype: str) -> Optional[Tuple[float, str]]:
-    """cores × clock × FLOPs per cycle from the instructions the CPU has: a formula, not a datasheet.
+    """cores × clock × FLOPs per cycle from the instructions the CPU has (no datasheet publishes a CPU's).
 
     Args:
         cores: cores the process may use.
@@ -212,13 +212,13 @@ def cpu_peak(cores: int, ghz: Optional[float], cpu_flags: Sequence[str],
     Example:
         >>> flops, label = cpu_peak(2, 2.0, ["avx2", "fma"], "float32")
         >>> flops / 1e9, label
-        (128.0, 'formula, not a datasheet: 2 cores x 2.00 GHz x 32 FLOPs/cycle (AVX2 FMA: 2 units x 8 lanes x 2)')
+        (128.0, 'formula: 2 cores x 2.00 GHz x 32 FLOPs/cycle (AVX2 FMA: 2 units x 8 lanes x 2)')
     """
     _check_dtype(dtype, DTYPES)
     if not cores or not ghz or cores <= 0 or ghz <= 0:
         return None
     rate, what = cpu_flops_per_cycle(cpu_flags, dtype)
-    label = (f"formula, not a datasheet: {cores} cores x {ghz:.2f} GHz x {rate} FLOPs/cycle ({what})")
+    label = (f"formula: {cores} cores x {ghz:.2f} GHz x {rate} FLOPs/cycle ({what})")
     return cores * ghz * 1e9 * rate, label
 
 

@@ -530,7 +530,7 @@ class RunResult:
             why = self.peak_reason or "no measured peak"
             text = f"MFU unknown: this machine's {dtype} peak was not measured ({why})"
             if self.datasheet_mfu is not None:
-                text += f"; {percent(self.datasheet_mfu)} of {self._datasheet_name}"
+                text += f"; {percent(self.datasheet_mfu)} of {self.datasheet_kind}"
             return text
         if self.mfu > 1.0:
             # Achieved above the "peak": the benchmark read low (a short budget, other work on the
@@ -540,12 +540,12 @@ class RunResult:
                     f"here{load}, so that measurement read low (measure it again on a quiet machine: "
                     f"tfwb.measure_peak(\"{dtype}\", refresh=True))")
             if self.datasheet_mfu is not None:
-                text += f"; {percent(self.datasheet_mfu)} of {self._datasheet_name}"
+                text += f"; {percent(self.datasheet_mfu)} of {self.datasheet_kind}"
             return text
         text = f"MFU {percent(self.mfu)} of this machine's measured {dtype} peak"
         about = [self._peak_spread_text] if self._peak_spread_text else []
         if self.datasheet_mfu is not None:
-            about.append(f"{percent(self.datasheet_mfu)} of {self._datasheet_name}")
+            about.append(f"{percent(self.datasheet_mfu)} of {self.datasheet_kind}")
         if about:
             text += f" ({'; '.join(about)})"
         return text
@@ -566,8 +566,9 @@ class RunResult:
         return f"measured {times}, {span}"
 
     @property
-    def _datasheet_name(self) -> str:
-        """``"datasheet"``, or for a CPU the formula the figure comes from (cores x clock x FLOPs/cycle)."""
+    def datasheet_kind(self) -> str:
+        """What ``datasheet_flops_per_s`` is: ``"datasheet"`` (a published figure), or for a CPU
+        ``"cores x clock x FLOPs/cycle"`` (a formula: no datasheet publishes a CPU's peak)."""
         return "cores x clock x FLOPs/cycle" if self.datasheet_source.startswith("formula") else "datasheet"
 
     @property

@@ -634,8 +634,13 @@ _TH = '<th style="padding:1px 6px;border-bottom:1px solid #999;text-align:left">
 _TD = '<td style="padding:1px 6px;text-align:left">'
 
 
+#: A wide table scrolls sideways inside the output area (a notebook's, the Workbench's) instead of
+#: running past its right edge.
+SCROLL_STYLE = "overflow-x:auto;max-width:100%"
+
+
 def simple_html_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Any table as escaped HTML in the history table's style: a notebook shows it without wrapping lines.
+    """Any table as escaped HTML in the history table's style, scrolling sideways when wider than the output.
 
     Example:
         >>> simple_html_table(["a"], [["<1>"]]).count("&lt;1&gt;")
@@ -643,8 +648,8 @@ def simple_html_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> 
     """
     head = "".join(f"{_TH}{html.escape(str(h))}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"{_TD}{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
-    return ('<table class="tfwb-table" style="border-collapse:collapse;font-size:12px">'
-            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+    return (f'<div style="{SCROLL_STYLE}"><table class="tfwb-table" style="border-collapse:collapse;font-size:12px">'
+            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
 
 
 def html_table(rows: Sequence[Dict[str, Any]]) -> str:
@@ -654,7 +659,8 @@ def html_table(rows: Sequence[Dict[str, Any]]) -> str:
         rows: ``history_rows(...)``.
 
     Returns:
-        ``<table class="tfwb-history">`` with one ``<tr>`` per row; each row has
+        ``<table class="tfwb-history">``, in a ``<div>`` that scrolls sideways when the table is
+        wider than the output area, with one ``<tr>`` per row; each row has
         the class ``tfwb-row-<status>`` (plus ``tfwb-row-baseline`` for the
         baseline), rows that did not finish are red (``FAILED_COLOR``), numbers are
         right-aligned, each verdict is coloured by its own comparison (faster green,
@@ -698,8 +704,9 @@ def html_table(rows: Sequence[Dict[str, Any]]) -> str:
     note = noise_note(rows)
     caption = (f'<caption style="caption-side:bottom;text-align:left;padding:2px 6px;color:#555;'
                f'font-size:11px">{html.escape(note)}</caption>' if note else "")
-    return ('<table class="tfwb-history" style="border-collapse:collapse;font-size:12px">'
-            f"{caption}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+    return (f'<div class="tfwb-history-scroll" style="{SCROLL_STYLE}">'
+            '<table class="tfwb-history" style="border-collapse:collapse;font-size:12px">'
+            f"{caption}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>")
 
 
 # -- figures that may be missing -------------------------------------------------------------------
