@@ -42,7 +42,11 @@ when the machine was quiet and 783 s when it was shared (half of the 2 cores on 
 replaces the chapters' share of the former single run, so the new leg costs its install
 (once per change of its inputs) minus the ipywidgets-7 venv it saves.
 
-This is the README's test command (``.ci/run`` calls it). It installs Debian's ``chromium``
+``python3 tests/run_all.py`` is the README's test command (``.ci/run`` calls it), on any Python
+3.10-3.13 with nothing installed: it creates ``.venv`` as the README's first command does
+(``python3 -m venv .venv``, ``pip install -r requirements.txt``; run from ``.venv/bin/python`` it
+uses that environment as it is) while ``.venv-colab`` builds beside it: one pip install alone
+leaves the second core idle. It installs Debian's ``chromium``
 when it is missing and this process may use apt (root), so the browser test can run; it never
 downloads a browser through Playwright. Exit status is non-zero when any stage fails.
 
@@ -61,12 +65,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
+VENV = ROOT / ".venv"
 COLAB_VENV = ROOT / ".venv-colab"
 COLAB_CONSTRAINTS = ROOT / "tests" / "colab-constraints.txt"
 COLAB_PYTHON = "3.13"
@@ -235,6 +241,31 @@ def ensure_colab_venv(refresh: bool = False) -> Optional[Path]:
     return venv_python
 
 
+def in_venv() -> bool:
+    """True when this process runs on ``.venv``'s interpreter (``.venv/bin/python tests/run_all.py``)."""
+    return Path(sys.prefix).resolve() == VENV.resolve()
+
+
+def ensure_venv() -> Optional[Path]:
+    """``.venv/bin/python``, created when missing and brought up to requirements.txt; None when pip failed.
+
+    This is the README's first command without JupyterLab: ``python3 -m venv .venv`` and
+    ``pip install -q -r requirements.txt`` (a no-op when everything is installed).
+    """
+    venv_python = VENV / "bin" / "python"
+    t0 = time.perf_counter()
+    if not venv_python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True, timeout=300)
+    proc = subprocess.run([str(venv_python), "-m", "pip", "install", "-q", "-r", "requirements.txt"],
+                          cwd=ROOT, env=_clean_env(), timeout=3600)
+    if proc.returncode != 0:
+        print(f"run_all: installing requirements.txt into {VENV.name} failed (pip exit {proc.returncode})",
+              flush=True)
+        return None
+    print(f"run_all: {VENV.name} ready in {time.perf_counter() - t0:.0f} s", flush=True)
+    return venv_python
+
+
 def main(argv: List[str]) -> int:
     flags = ("--skip-ui", "--skip-slow", "--refresh-colab")
     skip_ui, skip_slow, refresh = (f in argv for f in flags)
@@ -243,18 +274,26 @@ def main(argv: List[str]) -> int:
     marks = "not ui" + (" and not slow" if skip_slow else "")
     rcs = []
     pytest_ = ["-m", "pytest", "-p", "no:cacheprovider"]
-    # The package leg starts at once; .venv-colab builds meanwhile (mostly downloads and unpacking),
-    # then the chapters leg runs beside it, each leg over all cores: while one leg's last files
+    # Both environments are built at once (pip is mostly one core's work, downloads and unpacking:
+    # one build alone leaves the other core idle). The package leg starts as soon as .venv is ready,
+    # the chapters leg as soon as .venv-colab is, each over all cores: while one leg's last files
     # finish, the other's keep the cores busy. The ipywidgets-7.7 check runs in the chapters leg; a
     # test in leg 1 that needs .venv-colab can wait for it through TFWB_COLAB_READY ("ok" or "failed").
+    built: dict = {}
+    colab_build = threading.Thread(target=lambda: built.update(colab=ensure_colab_venv(refresh)), daemon=True)
+    colab_build.start()
+    python = sys.executable if in_venv() else ensure_venv()
     ready = Path(tempfile.mkdtemp(prefix="tfwb-colab-")) / "ready"
     env = dict(os.environ, TFWB_COLAB_PYTHON=str(COLAB_VENV / "bin" / "python"), TFWB_COLAB_READY=str(ready))
-    package = Background("package tests and doctests (.venv: the pinned newest)",
-                         [sys.executable] + pytest_ + ["-q", "-m", marks] + workers()
-                         + ["--import-mode=importlib", "--doctest-modules", "--ignore=tests/ui",
-                            f"--deselect={WIDGETS_7}", "tfwb", "tests"]
-                         + extra, env)
-    colab = ensure_colab_venv(refresh)
+    package = None
+    if python is not None:
+        package = Background("package tests and doctests (.venv: the pinned newest)",
+                             [str(python)] + pytest_ + ["-q", "-m", marks] + workers()
+                             + ["--import-mode=importlib", "--doctest-modules", "--ignore=tests/ui",
+                                f"--deselect={WIDGETS_7}", "tfwb", "tests"]
+                             + extra, env)
+    colab_build.join()
+    colab = built.get("colab")
     ready.write_text("ok" if colab is not None else "failed")
     chapters = None
     if colab is not None:
@@ -267,11 +306,11 @@ def main(argv: List[str]) -> int:
                                          TFWB_COLAB_PYTHON=str(colab)))
     else:
         rcs.append(1)
-    rcs.append(package.wait())
-    if not skip_ui:                # beside the chapters' last notebooks: it mostly waits for JupyterLab
+    rcs.append(package.wait() if package is not None else 1)
+    if not skip_ui and python is not None:    # beside the chapters' last notebooks: it mostly waits for JupyterLab
         ensure_chromium()
         # Its own pytest process: Playwright's sync API refuses to run inside an asyncio loop.
-        rcs.append(stage("browser test", [sys.executable] + pytest_ + ["-q", "-m", "ui", "tests/ui"] + extra))
+        rcs.append(stage("browser test", [str(python)] + pytest_ + ["-q", "-m", "ui", "tests/ui"] + extra))
     if chapters is not None:
         rcs.append(chapters.wait())
     failed = sum(1 for rc in rcs if rc not in (0, 5))   # 5: no tests collected
