@@ -161,6 +161,35 @@ def test_an_interrupt_keeps_the_finished_trials_and_says_so():
     assert "interrupted: the 1 finished trials are kept" in t.text()
 
 
+# -- python -m tfwb tune ----------------------------------------------------------------------------
+def test_the_command_prints_each_trial_and_exits_by_outcome(capsys, tmp_path):
+    from tfwb.cli.commands import build_parser, main, parse_args
+    from tfwb.cli.tune import cmd_tune
+
+    parser = build_parser()
+
+    def tune_cli(argv, runner):
+        args = parse_args(parser, ["tune", *argv])
+        return cmd_tune(parser.commands["tune"], args, runner, Compare(), progress=lambda line: None)
+
+    base = ["--workload", "mlp", "--steps", "12", "--warmup-steps", "2"]
+    assert tune_cli([*base, "--max-runs", "2", "--history", str(tmp_path / "h.jsonl")], Runner()) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("trial 1: steps_per_execution=8: at most 3.3x") and "best: steps_per_execution=8" in out
+    assert tune_cli([*base, "--json"], Runner()) == 0
+    out = capsys.readouterr().out
+    outcome = json.loads(out[out.index("\n{") + 1:])           # the trial lines, then the JSON
+    assert outcome["changes"] == {"steps_per_execution": 8} and outcome["trials"][0]["decision"] == "kept"
+    assert tune_cli(base, Runner(fail_if=lambda c: True)) == 1
+    assert "baseline run of workload 'mlp' did not finish" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["tune", *base, "--max-runs", "0"], runner=Runner())
+    assert exc.value.code == 2 and "max_runs=0 is not allowed" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["tune", "--max-run", "2"])
+    assert "did you mean --max-runs?" in capsys.readouterr().err
+
+
 # -- one small real tune (TensorFlow) -----------------------------------------------------------
 def test_a_real_tune_and_a_workload_whose_factory_raises(tmp_path, monkeypatch):
     monkeypatch.setenv("TFWB_FAST", "1")

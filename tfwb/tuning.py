@@ -323,6 +323,16 @@ class Tuning:
         return [{"change": t.change, "bound": t.bound_text(), "measured": t.measured_text(),
                  "decision": t.decision, "reason": t.reason} for t in self.trials + self.skipped]
 
+    def to_dict(self) -> Dict[str, Any]:
+        """JSON-ready: the start and best configurations, the trials and skipped changes, the costs."""
+        return {"start": self.start.to_dict(), "best": self.best.to_dict(), "changes": self.changes(),
+                "gain": self.gain, "runs": self.runs, "compare_s": self.compare_s, "wall_s": self.wall_s,
+                "interrupted": self.interrupted, "stop": self.stop, "max_runs": self.max_runs,
+                "headroom": self.headroom(),
+                "trials": [dict(row, speedup=t.speedup, ci_low=t.ci_low, ci_high=t.ci_high,
+                                bound_speedup=t.bound.speedup if t.bound is not None else None)
+                           for row, t in zip(self.table(), self.trials + self.skipped)]}
+
     def text(self) -> str:
         """Every trial, then best against start, the headroom left, and why no further knob can take it.
 

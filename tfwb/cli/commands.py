@@ -7,6 +7,7 @@
     python -m tfwb report runs/cli.jsonl
     TF_CONFIG='{"cluster": ...}' python -m tfwb worker --batch-size 64   # one worker of a cluster
     python -m tfwb sweep --knob prefetch=false,true --out runs/sweep    # tfwb.cli.sweep
+    python -m tfwb tune --workload mlp --max-runs 4                     # tfwb.cli.tune
 
 Every knob of ``tfwb.config.KNOBS`` is an option of ``run`` (``tfwb.cli.options``:
 ``--field-name VALUE``, parsed by ``Knob.parse``; ``run --help`` lists every knob with
@@ -17,8 +18,8 @@ counter on stderr is a ``tfwb.observers.Progress`` drawn by ``tfwb.cli.drawer.Dr
 (through ``tfwb.interrupts.InterruptBridge``), so the run ends after its current step,
 recorded as interrupted. ``--history`` appends to a ``tfwb.history.History``.
 
-Imports: this module imports ``tfwb.cli.sweep``, which imports ``options`` and
-``drawer``, never this module.
+Imports: this module imports ``tfwb.cli.sweep`` and ``tfwb.cli.tune``, which import ``options``
+and ``drawer``, never this module.
 
 Exit status: 0 when the run succeeded (or the command did its job), 1 when the run
 failed or a file could not be read, 2 for bad options (the message names the field
@@ -35,6 +36,7 @@ from typing import Callable, List, Optional, Sequence
 
 from tfwb import hardware, report, cluster_spec
 from tfwb.cli import sweep as sweep_command
+from tfwb.cli import tune as tune_command
 from tfwb.cli.drawer import Drawer, say, stderr_for_drawing
 from tfwb.cli.options import (EXIT_INTERRUPTED, PROG, HelpFormatter, add_knob_options, allowed_text, default_text,
                               knob_changes, option, suggestion)
@@ -64,7 +66,7 @@ def fail(command: str, message: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
                                      formatter_class=HelpFormatter, allow_abbrev=False)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{run,worker,sweep,knobs,hardware,report}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{run,worker,sweep,tune,knobs,hardware,report}")
 
     run = sub.add_parser(
         "run", help="run one configuration and print its summary", formatter_class=HelpFormatter,
@@ -115,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="print the history table of a results file", allow_abbrev=False)
     rep.add_argument("path", help="a JSON-lines results file (run --history, or a Workbench's history_path)")
     parser.commands = {"run": run, "worker": worker, "knobs": knobs, "hardware": hw, "report": rep,
-                       "sweep": sweep_command.add_parser(sub)}
+                       "sweep": sweep_command.add_parser(sub), "tune": tune_command.add_parser(sub)}
     return parser
 
 
@@ -125,8 +127,9 @@ def parse_args(parser: argparse.ArgumentParser, argv: Optional[List[str]]) -> ar
     if extra:
         message = f"unrecognized arguments: {' '.join(extra)}"
         command = parser.commands.get(args.command, parser)
-        if args.command in ("run", "worker"):
-            close = suggestion(extra[0], RUN_OPTIONS if args.command == "run" else WORKER_OPTIONS)
+        if args.command in ("run", "worker", "tune"):
+            own = {"run": RUN_OPTIONS, "worker": WORKER_OPTIONS, "tune": tune_command.TUNE_OPTIONS}[args.command]
+            close = suggestion(extra[0], own)
             if close:
                 message += f" (did you mean {close}?)"
             message += f"; {PROG} {args.command} --help lists every knob"
@@ -344,7 +347,7 @@ def main(argv: Optional[List[str]] = None, *, runner: Optional[Runner] = None) -
 
     Args:
         argv: the arguments after ``python -m tfwb``.
-        runner: ``runner(cfg, observers) -> RunResult`` for ``run`` and ``sweep`` (the
+        runner: ``runner(cfg, observers) -> RunResult`` for ``run``, ``sweep`` and ``tune`` (the
             observers: the step counter, the stop flag Ctrl-C sets, with ``--logdir`` the
             TensorBoard scalars); ``None`` is ``tfwb.run`` (tests pass a fake one, as to the
             Workbench).
@@ -364,6 +367,8 @@ def main(argv: Optional[List[str]] = None, *, runner: Optional[Runner] = None) -
             return cmd_worker(args)
         if args.command == "sweep":
             return sweep_command.cmd_sweep(parser.commands["sweep"], args, runner)
+        if args.command == "tune":
+            return tune_command.cmd_tune(parser.commands["tune"], args, runner)
         if args.command == "knobs":
             return cmd_knobs(args)
         if args.command == "hardware":
