@@ -190,6 +190,48 @@ def test_the_command_prints_each_trial_and_exits_by_outcome(capsys, tmp_path):
     assert "did you mean --max-runs?" in capsys.readouterr().err
 
 
+# -- the Workbench's Tune button ------------------------------------------------------------------
+def workbench(runner, **kw):
+    from tfwb import Workbench
+    wb = Workbench(cfg(), runner=runner, hardware={"gpus": [], "cpu_count": 2}, **kw)
+    wb.controller.compare = Compare()
+    return wb
+
+
+def test_wb_tune_shows_each_trial_and_sets_the_best_knobs(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    History(path).append(make_result(cfg(label="earlier")))
+    wb = workbench(Runner(), history_path=path)
+    t = wb.tune(max_runs=1)
+    assert wb.config().steps_per_execution == 8 and not wb.config().jit_compile    # the best, applied
+    log = wb.tune_log.value
+    assert "trial 1: steps_per_execution=8" in log and "kept" in log and "not tried: max_runs=1" in log
+    assert "knobs now hold the best" in log and wb.tune_log.layout.display == ""
+    assert len(wb.results) == 1 + t.runs and len(History(path).load()) == 1 + t.runs   # recorded, nothing lost
+    assert not wb.tune_button.disabled and wb.tune_button.description == "Tune"
+    with pytest.raises(ValueError, match="max_runs=0 is not allowed"):
+        wb.tune(max_runs=0)
+
+
+def test_the_tune_button_runs_in_the_background_and_stop_keeps_the_finished_trials():
+    runner = Runner()
+    wb = workbench(runner, background=True)
+    comparer = wb.controller.compare
+    seen = []
+
+    def click_stop_in_the_second_comparison(r):
+        if len(comparer.calls) == 2 and r == 3:
+            seen.append((wb.running, wb.tune_button.disabled, wb.stop_button.disabled))
+            wb.stop_button.click()
+    comparer.on_round = click_stop_in_the_second_comparison
+    wb.tune_button.click()
+    wb.wait(30)
+    assert seen == [(True, True, False)] and set(runner.threads) == {"tfwb-workbench-tune"}
+    t = wb.controller.tuning
+    assert t.interrupted and [tr.decision for tr in t.trials] == [KEPT]
+    assert "interrupted: the 1 finished trials are kept" in wb.tune_log.value
+    assert wb.config().steps_per_execution == 8 and not wb.running
+
 # -- one small real tune (TensorFlow) -----------------------------------------------------------
 def test_a_real_tune_and_a_workload_whose_factory_raises(tmp_path, monkeypatch):
     monkeypatch.setenv("TFWB_FAST", "1")

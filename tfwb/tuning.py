@@ -53,8 +53,8 @@ from tfwb.records import RunResult
 from tfwb.search.loss_rule import judge
 from tfwb.workloads import SOURCE_KNOBS, get_workload
 
-__all__ = ["tune", "candidates", "Candidate", "Trial", "Tuning", "KEPT", "REVERTED", "SKIPPED", "FAILED",
-           "COMPUTE_TUNED", "DEFAULT_TOLERANCE", "FAST_ROUNDS"]
+__all__ = ["tune", "check_arguments", "candidates", "Candidate", "Trial", "Tuning", "KEPT", "REVERTED", "SKIPPED",
+           "FAILED", "COMPUTE_TUNED", "DEFAULT_TOLERANCE", "FAST_ROUNDS"]
 
 KEPT, REVERTED, SKIPPED, FAILED = "kept", "reverted", "skipped", "failed"
 #: Compute knobs tried on any run (bounded by ``1 / MFU`` and the dtype peaks), beside the input knobs.
@@ -375,7 +375,10 @@ class _Stopped(Exception):
     """The user stopped the tune."""
 
 
-def _check(baseline: Any, max_runs: Any, tolerance: float, rounds: Optional[int]) -> None:
+def check_arguments(baseline: Any, max_runs: Any, tolerance: float = DEFAULT_TOLERANCE,
+                    rounds: Optional[int] = None) -> None:
+    """Raise for arguments ``tune`` does not allow (TypeError: a baseline that is not a RunConfig; ValueError:
+    ``max_runs`` below 1, ``tolerance`` or ``rounds`` out of range), naming the value and what is allowed."""
     if not isinstance(baseline, RunConfig):
         raise TypeError(f"baseline must be a RunConfig, got {type(baseline).__name__}")
     if isinstance(max_runs, bool) or not isinstance(max_runs, int) or max_runs < 1:
@@ -444,7 +447,7 @@ def tune(baseline: RunConfig, *, max_runs: int = 4, history_path: "Optional[os.P
     """
     t0 = clock()
     tolerance = DEFAULT_TOLERANCE if tolerance is None else tolerance
-    _check(baseline, max_runs, tolerance, rounds)
+    check_arguments(baseline, max_runs, tolerance, rounds)
     if rounds is None and fast_mode():
         rounds = FAST_ROUNDS
     noise = stats.DEFAULT_NOISE if noise is None else noise

@@ -21,6 +21,11 @@ the interrupt bridge until it ends. The runner is called as every runner is,
 the run as ``"interrupted"`` with the steps it finished), and a TensorBoard observer
 when there is a ``logdir``. A runner that raises gives a ``"failed"`` result (a
 ``KeyboardInterrupt`` an ``"interrupted"`` one): every run is recorded, never lost.
+
+Tuning. ``tune(max_runs)`` runs ``tfwb.tuning.tune`` from ``config()`` through the same runner,
+stop flag and interrupt bridge as a run: every run it makes is recorded like a click's run
+(``on_run_start`` / ``on_result``), each line it says goes to ``on_tune_line``, and at the end
+the best configuration's knobs are set (``set_changes``) and ``on_tune_end`` is told.
 """
 from __future__ import annotations
 
@@ -37,6 +42,8 @@ from tfwb.interrupts import InterruptBridge, kernel_loop
 from tfwb.lifecycle import new_run_id, now_iso
 from tfwb.observers import Observer, Progress, StopFlag
 from tfwb.records import RunResult
+from tfwb.tuning import Comparer, Tuning, check_arguments
+from tfwb.tuning import tune as tune_loop
 
 __all__ = ["WorkbenchController", "ControllerEvents", "KnobInput", "Runner", "STOP_REASON",
            "INTERRUPT_REASON", "applied_note", "total_steps"]
@@ -86,6 +93,15 @@ class ControllerEvents:
 
     def on_idle(self) -> None:
         """No run is in progress any more: a new one can start."""
+
+    def on_tune_start(self, cfg: RunConfig, max_runs: int) -> None:
+        """A tune of ``cfg`` starts (at most ``max_runs`` trials); its runs follow as runs do."""
+
+    def on_tune_line(self, line: str) -> None:
+        """The tune says where it is: a trial starts, or a trial's verdict (``Trial.line``)."""
+
+    def on_tune_end(self, tuning: Optional[Tuning], error: Optional[BaseException]) -> None:
+        """The tune ended: its ``Tuning`` (the best configuration's knobs are set), or the error that ended it."""
 
 
 def total_steps(cfg: RunConfig) -> int:
@@ -181,6 +197,10 @@ class WorkbenchController:
         self._thread: Optional[threading.Thread] = None
         self._stop_flag: Optional[StopFlag] = None
         self._progress_done = 0                   # what the Progress observer last saw
+        #: The tune's interleaved comparison (``tfwb.tuning.Comparer``); None: ``tfwb.compare_interleaved``.
+        self.compare: Optional[Comparer] = None
+        #: The last finished tune's ``Tuning`` (None: none yet).
+        self.tuning: Optional[Tuning] = None
         self.bridge = InterruptBridge(lambda: self.stop("kernel interrupt", interrupted=True))
 
     # -- the pending configuration -------------------------------------------------
@@ -380,6 +400,78 @@ class WorkbenchController:
         self.bridge.arm()
         self._thread.start()
         return None
+
+    def tune(self, max_runs: int = 4, *, background: bool = False, raise_errors: bool = True,
+             rounds: Optional[int] = None) -> Optional[Tuning]:
+        """Tune from ``config()`` (``tfwb.tuning.tune``), recording every run, then set the best knobs.
+
+        Args:
+            max_runs: the most trials (candidate runs), >= 1.
+            background: tune on a background thread (the Tune button in a kernel).
+            raise_errors: raise what ended the tune (a failed baseline) instead of only telling events.
+            rounds: interleaved rounds per trial (``tfwb.tune``'s default when None).
+
+        Returns:
+            The ``Tuning`` when it ran here; ``None`` in the background or when it did not start.
+
+        Raises:
+            ValueError: for ``max_runs`` below 1 or a knob input holding a bad value.
+            RuntimeError: when a run is in progress, or (``raise_errors``) the baseline run failed.
+        """
+        with self._lock:
+            if self._running:
+                if raise_errors:
+                    raise RuntimeError(_BUSY)
+                return None
+            try:
+                cfg = self.config()
+                check_arguments(cfg, max_runs, rounds=rounds)
+            except ValueError as e:
+                self.events.on_config_refused(e)
+                if raise_errors:
+                    raise
+                return None
+            flag = StopFlag(STOP_REASON)
+            self._running, self._stop_flag, self._progress_done = True, flag, 0
+        self.events.on_tune_start(cfg, max_runs)
+        job = (cfg, flag, max_runs, rounds, background, raise_errors)
+        if not background:
+            return self._execute_tune(*job)
+        self._thread = threading.Thread(target=self._execute_tune, args=job, name="tfwb-workbench-tune",
+                                        daemon=True)
+        self.bridge.arm()
+        self._thread.start()
+        return None
+
+    def _execute_tune(self, cfg: RunConfig, flag: StopFlag, max_runs: int, rounds: Optional[int],
+                      background: bool, raise_errors: bool) -> Optional[Tuning]:
+        def runner(run_cfg: RunConfig, observers: Sequence[Observer]) -> RunResult:
+            self.events.on_run_start(run_cfg, len(self.results) + 1, "Tune", background)
+            self._progress_done = 0
+            result = self._call_runner(run_cfg, flag)   # its observers: the progress, the same stop flag
+            self._record(result, "Tune")
+            return result
+
+        try:
+            try:
+                tuning = tune_loop(cfg, max_runs=max_runs, rounds=rounds, runner=runner, compare=self.compare,
+                                   stop=flag, progress=self.events.on_tune_line)
+            except (RuntimeError, KeyboardInterrupt) as e:
+                self.events.on_tune_end(None, e)
+                if raise_errors:
+                    raise
+                return None
+            self.tuning = tuning
+            changes = tuning.changes()
+            if changes:
+                self.set_changes(changes)
+            self.events.on_tune_end(tuning, None)
+            return tuning
+        finally:
+            self.bridge.disarm()
+            with self._lock:
+                self._running, self._stop_flag = False, None
+                self.events.on_idle()
 
     def stop(self, how: str = "wb.stop()", *, interrupted: bool = False) -> bool:
         """Ask the run in progress to end after its current step (thread-safe; a signal handler calls it).

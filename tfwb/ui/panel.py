@@ -1,7 +1,7 @@
 """The Workbench's renderer: the widgets, and what they show of a controller's runs.
 
-Owns the widget tree (header, knob rows, Run / Stop / Apply suggestion, the progress bar,
-the status line, the step-time / utilization chart of the latest run, its loss beside the
+Owns the widget tree (header, knob rows, Run / Stop / Apply suggestion / Tune, the progress bar,
+the status line, the tune's log (a line per trial as it happens, then the closing text), the step-time / utilization chart of the latest run, its loss beside the
 previous run's when the knobs that changed alter the arithmetic (``report.ARITHMETIC_KNOBS``),
 the comparison chart, the limits chart (``tfwb.ui.charts.limits``), the history table) and how
 each is drawn. A run's status line carries its MFU (in ``RunResult.summary``), its first
@@ -38,6 +38,8 @@ __all__ = ["WorkbenchPanel", "steps_done", "measured_text"]
 
 _RUN_TIP = "train with these settings and record the result"
 _STOP_TIP = "end the run after its current step (a kernel interrupt does the same)"
+_TUNE_TIP = ("diagnose, try the change that can gain most, keep it only if an interleaved comparison calls it "
+             "faster and it still trains; repeat (tfwb.tune); then set the best knobs")
 _PROGRESS_INTERVAL_S = 0.05        # at most ~20 progress-bar updates a second
 _FAILED = report.FAILED_COLOR
 
@@ -166,6 +168,12 @@ class WorkbenchPanel(ControllerEvents):
                                      layout=W.Layout(width="auto"),
                                      tooltip="set the knob the last run's diagnosis suggests, and run")
         self.apply_button.add_class("tfwb-apply")
+        self.tune_button = W.Button(description="Tune", icon="search", layout=W.Layout(width="auto"),
+                                    tooltip=_TUNE_TIP)
+        self.tune_button.add_class("tfwb-tune")
+        self.tune_log = W.HTML("", layout=W.Layout(display="none"))
+        self.tune_log.add_class("tfwb-tune-log")
+        self._tune_lines: list = []
         self.progress = W.IntProgress(value=0, min=0, max=1, description="steps",
                                       layout=W.Layout(width="260px"))
         self.progress.add_class("tfwb-progress")
@@ -190,7 +198,7 @@ class WorkbenchPanel(ControllerEvents):
         header = W.HTML(_CSS + "<b>tfwb Workbench</b>"
                         + (f" &middot; this machine: {html.escape(machine)}" if machine else ""))
         header.add_class("tfwb-header")
-        actions = W.HBox([self.run_button, self.stop_button, self.apply_button, self.progress,
+        actions = W.HBox([self.run_button, self.stop_button, self.apply_button, self.tune_button, self.progress,
                           self.progress_text],
                          layout=W.Layout(flex_flow="row wrap", align_items="center"))
         actions.add_class("tfwb-actions")
@@ -199,6 +207,7 @@ class WorkbenchPanel(ControllerEvents):
             *knob_rows(self.controls, knobs),
             actions,
             self.status,
+            self.tune_log,
             self.chart_note,
             self.run_chart,
             self.loss_chart,
@@ -228,6 +237,7 @@ class WorkbenchPanel(ControllerEvents):
                     "this run was started from code: interrupt the kernel to stop it (it ends after "
                     "its current step and is recorded as interrupted)")
         self.apply_button.disabled = True
+        self.tune_button.disabled = True
         self.progress.bar_style = ""
         total = total_steps(cfg)
         self.progress.max = max(total, 1)
@@ -275,8 +285,37 @@ class WorkbenchPanel(ControllerEvents):
 
     def on_idle(self) -> None:
         self.run_button.description = "Run"
+        self.tune_button.description = "Tune"
         self.stop_button.disabled = True
         self.render_status()
+
+    def on_tune_start(self, cfg: RunConfig, max_runs: int) -> None:
+        changes = report.format_changes(cfg, self.controller.baseline)
+        self._tune_lines = [f"<b>Tune</b> from <code>{html.escape(changes)}</code>, at most {max_runs} trials"]
+        self.tune_button.description = "Tuning\u2026"
+        self._show_tune()
+
+    def on_tune_line(self, line: str) -> None:
+        """One line per trial as it starts and as it is decided (kept green, reverted or failed red)."""
+        color = "green" if "; kept:" in line else _FAILED if ("; reverted:" in line or "; failed:" in line) else ""
+        text = html.escape(line)
+        self._tune_lines.append(f"<span style='color:{color}'>{text}</span>" if color else text)
+        self._show_tune()
+
+    def on_tune_end(self, tuning: Any, error: Optional[BaseException]) -> None:
+        """The closing text (best against start, headroom, why no knob can take it), or the error in red."""
+        if error is not None:
+            self._tune_lines.append(_red(f"tune ended: {type(error).__name__}: {error}"))
+        else:
+            end = [line for line in tuning.text().splitlines() if not line.startswith("trial ")]
+            self._tune_lines.extend(html.escape(line) for line in end)
+            if tuning.changes():
+                self._tune_lines.append("<b>The knobs now hold the best configuration.</b>")
+        self._show_tune()
+
+    def _show_tune(self) -> None:
+        self.tune_log.value = "<div style='font-size:90%'>" + "<br>".join(self._tune_lines) + "</div>"
+        self.tune_log.layout.display = ""
 
     def show_stopping(self) -> None:
         """Say that a stop was asked for (the Stop button)."""
@@ -407,6 +446,7 @@ class WorkbenchPanel(ControllerEvents):
         running = self.controller.running
         self.status.value = "<br>".join(p for p in (self._outcome_html, preview) if p)
         self.run_button.disabled = running or not valid
+        self.tune_button.disabled = running or not valid
         set_tooltip(self.run_button, _RUN_TIP if valid
                     else "a knob holds a value it does not accept (shown red): fix it first")
         suggestion = self.controller.suggestion()

@@ -1,4 +1,4 @@
-"""The Workbench: knobs, Run / Stop / Apply suggestion, charts redrawn in place, run history.
+"""The Workbench: knobs, Run / Stop / Apply suggestion / Tune, charts redrawn in place, run history.
 
 Owns the public widget object and its wiring only, joining two parts that know nothing
 of each other's insides:
@@ -21,7 +21,8 @@ click on Run (in a kernel) trains on a background thread, so the kernel stays fr
 the Stop click, and a kernel interrupt stops it too (``tfwb.interrupts`` explains why a
 click cannot simply block). Either way the run ends after its current step and is
 recorded as ``"interrupted"`` with the steps it finished. Clicks while a run is in
-progress start nothing.
+progress start nothing. Tune (``Workbench.tune``, the Tune button) goes the same way: Stop or a
+kernel interrupt ends it after the current step, keeping the trials it finished.
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from tfwb import config as _config
 from tfwb import hardware as _hardware
 from tfwb.config import RunConfig
 from tfwb.records import RunResult
+from tfwb.tuning import Tuning
 from tfwb.ui.controller import Runner, WorkbenchController
 from tfwb.ui.controls import build_controls
 from tfwb.ui.panel import WorkbenchPanel
@@ -72,9 +74,9 @@ class Workbench:
             end of a cell displays it.
         controls: ``{field: KnobControl}`` for every knob with a group (``tfwb.ui.controls``).
         knobs: ``{field: widget}``, the controls' widgets (CSS class ``tfwb-knob-<field>``).
-        run_button, stop_button, apply_button, progress, progress_text, status, run_chart,
+        run_button, stop_button, apply_button, tune_button, tune_log, progress, progress_text, status, run_chart,
             chart_note, loss_chart, compare_chart, history: the panel's other widgets (CSS
-            classes ``tfwb-run``, ``tfwb-stop``, ``tfwb-apply``, ``tfwb-progress``,
+            classes ``tfwb-run``, ``tfwb-stop``, ``tfwb-apply``, ``tfwb-tune``, ``tfwb-tune-log``, ``tfwb-progress``,
             ``tfwb-progress-text``, ``tfwb-status``, ``tfwb-run-chart``, ``tfwb-chart-note``,
             ``tfwb-loss-chart``, ``tfwb-compare-chart``, ``tfwb-history``). ``loss_chart``
             shows the latest run's loss beside the previous run's when a knob that changes
@@ -114,11 +116,16 @@ class Workbench:
         p = self.panel
         self.widget, self.status, self.history = p.widget, p.status, p.history
         self.run_button, self.stop_button, self.apply_button = p.run_button, p.stop_button, p.apply_button
+        self.tune_button, self.tune_log = p.tune_button, p.tune_log
+        #: Trials the Tune button allows (``tune(max_runs=...)`` from code).
+        self.tune_max_runs = 4
         self.progress, self.progress_text = p.progress, p.progress_text
         self.run_chart, self.chart_note, self.compare_chart = p.run_chart, p.chart_note, p.compare_chart
         self.loss_chart, self.limits_chart = p.loss_chart, p.limits_chart
         self.run_button.on_click(lambda _button: self.controller.click())
         self.apply_button.on_click(lambda _button: self.controller.click(apply=True))
+        self.tune_button.on_click(lambda _button: self.controller.tune(
+            self.tune_max_runs, background=self.controller.use_background(), raise_errors=False))
         self.stop_button.on_click(self._on_stop_click)
         for control in self.controls.values():
             control.observe(self._on_knob_change)
@@ -223,6 +230,29 @@ class Workbench:
             True
         """
         return self.controller.apply_suggestion()
+
+    def tune(self, max_runs: int = 4, *, rounds: Optional[int] = None) -> Tuning:
+        """Tune from the knobs (``tfwb.tune``), as the Tune button does, but blocking; then set the best knobs.
+
+        Each trial shows as it happens (its change, its bound, the interleaved verdict, kept or
+        reverted) in ``tune_log``; every run is recorded as a click's run is. A kernel interrupt
+        ends the tune after the current step, keeping the finished trials (``interrupted``).
+
+        Args:
+            max_runs: the most trials (candidate runs), >= 1.
+            rounds: interleaved rounds per trial (``tfwb.tune``'s default when None).
+
+        Returns:
+            The ``tfwb.tuning.Tuning``; the knobs then hold its ``best`` configuration.
+
+        Raises:
+            ValueError: for ``max_runs`` below 1 (naming it and what is allowed) or a bad knob value.
+            RuntimeError: when a run is in progress, or the baseline run failed (naming its error).
+
+        Example:
+            >>> print(wb.tune(max_runs=3).text())     # doctest: +SKIP
+        """
+        return self.controller.tune(max_runs, background=False, raise_errors=True, rounds=rounds)
 
     def stop(self) -> bool:
         """Ask the run in progress to end after its current step (what the Stop button does).
