@@ -141,6 +141,7 @@ def test_nothing_to_gain_on_a_compute_bound_run_says_why_within_one_run():
 
 
 def test_bad_input_gets_a_clear_error_and_the_history_keeps_the_failed_baseline(tmp_path):
+    assert tfwb.tune is tune and "tune" in tfwb.__all__
     with pytest.raises(ValueError, match=r"max_runs=0 is not allowed; max_runs must be an integer >= 1"):
         tune(cfg(), max_runs=0, runner=Runner(), compare=Compare())
     path = tmp_path / "runs.jsonl"

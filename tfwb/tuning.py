@@ -514,36 +514,13 @@ def tune(baseline: RunConfig, *, max_runs: int = 4, history_path: "Optional[os.P
                 say(f"trying {c.change}: {c.bound.text}")
                 res = run_one(cand_cfg)
                 runs += 1
-                if not res.ok:
-                    trial = Trial(c.knob, c.value, c.change, c.bound, FAILED, f"the run {_failed_text(res)}",
-                                  result=res)
-                else:
-                    verdict = judge(res, start_res, steps=baseline.steps, tolerance=tolerance)
-                    if not verdict.passed:
-                        trial = Trial(c.knob, c.value, c.change, c.bound, REVERTED,
-                                      f"it does not train as the start does: {verdict.reason}", result=res)
-                    else:
-                        settle = INPUT_SETTLE_STEPS if c.knob in INPUT_BOUND_KNOBS else 1
-                        tc = clock()
-                        try:
-                            cmp = compare(best_cfg, cand_cfg, rounds=rounds, settle_steps=settle,
-                                          progress=rounds_done)
-                        except (_Stopped, KeyboardInterrupt):
-                            compare_s += clock() - tc
-                            raise
-                        except Exception as e:        # e.g. a configuration that cannot be built twice
-                            compare_s += clock() - tc
-                            trial = Trial(c.knob, c.value, c.change, c.bound, FAILED,
-                                          f"the comparison failed: {type(e).__name__}: {e}", result=res)
-                        else:
-                            took = clock() - tc
-                            compare_s += took
-                            keep = cmp.verdict == stats.FASTER
-                            reason = f"against the best so far, interleaved: {cmp.text()}"
-                            trial = Trial(c.knob, c.value, c.change, c.bound, KEPT if keep else REVERTED,
-                                          reason, cmp.speedup, cmp.low, cmp.high, cmp.text(), res, took)
-                            if keep:
-                                best_cfg, best_res = cand_cfg, res
+                took = [0.0]
+                trial = _decide(c, res, start_res, best_cfg, cand_cfg, baseline.steps, tolerance, took,
+                                lambda a, b, settle: compare(a, b, rounds=rounds, settle_steps=settle,
+                                                             progress=rounds_done), clock)
+                compare_s += took[0]
+                if trial.decision == KEPT:
+                    best_cfg, best_res = cand_cfg, res
                 trials.append(trial)
                 say(f"trial {len(trials)}: {trial.line()}")
         except (_Stopped, KeyboardInterrupt):
@@ -558,3 +535,30 @@ def tune(baseline: RunConfig, *, max_runs: int = 4, history_path: "Optional[os.P
                   compare_s=compare_s, wall_s=clock() - t0, interrupted=interrupted, stop=why_stop,
                   max_runs=max_runs)
 
+
+def _decide(c: Candidate, res: RunResult, start_res: RunResult, best_cfg: RunConfig, cand_cfg: RunConfig,
+            steps: int, tolerance: float, took: List[float], compare: Callable[..., Any],
+            clock: Callable[[], float]) -> Trial:
+    """One trial's decision: failed, reverted by the loss rule, or kept only when the interleaved
+    comparison against the best so far says faster (``took[0]``: the comparison's seconds)."""
+    if not res.ok:
+        return Trial(c.knob, c.value, c.change, c.bound, FAILED, f"the run {_failed_text(res)}", result=res)
+    verdict = judge(res, start_res, steps=steps, tolerance=tolerance)
+    if not verdict.passed:
+        return Trial(c.knob, c.value, c.change, c.bound, REVERTED,
+                     f"it does not train as the start does: {verdict.reason}", result=res)
+    tc = clock()
+    try:
+        cmp = compare(best_cfg, cand_cfg, INPUT_SETTLE_STEPS if c.knob in INPUT_BOUND_KNOBS else 1)
+    except (_Stopped, KeyboardInterrupt):
+        raise
+    except Exception as e:        # e.g. a configuration that cannot be built twice in one process
+        return Trial(c.knob, c.value, c.change, c.bound, FAILED, f"the comparison failed: {type(e).__name__}: {e}",
+                     result=res)
+    finally:
+        took[0] = clock() - tc
+    keep = cmp.verdict == stats.FASTER
+    reason = (f"interleaved against the best so far: {cmp.verdict} (faster in {cmp.faster_rounds} of "
+              f"{cmp.rounds} rounds)")
+    return Trial(c.knob, c.value, c.change, c.bound, KEPT if keep else REVERTED, reason, cmp.speedup, cmp.low,
+                 cmp.high, cmp.text(), res, took[0])

@@ -468,10 +468,7 @@ class WorkbenchController:
             self.events.on_tune_end(tuning, None)
             return tuning
         finally:
-            self.bridge.disarm()
-            with self._lock:
-                self._running, self._stop_flag = False, None
-                self.events.on_idle()
+            self._ready()
 
     def stop(self, how: str = "wb.stop()", *, interrupted: bool = False) -> bool:
         """Ask the run in progress to end after its current step (thread-safe; a signal handler calls it).
@@ -513,10 +510,14 @@ class WorkbenchController:
             self._record(result, note)
             return result
         finally:
-            self.bridge.disarm()
-            with self._lock:
-                self._running, self._stop_flag = False, None
-                self.events.on_idle()
+            self._ready()
+
+    def _ready(self) -> None:
+        """A run (or a tune) ended: disarm the bridge and be ready for the next."""
+        self.bridge.disarm()
+        with self._lock:
+            self._running, self._stop_flag = False, None
+            self.events.on_idle()
 
     def _call_runner(self, cfg: RunConfig, flag: StopFlag) -> RunResult:
         """The runner's result; a failed or interrupted RunResult for what it raised."""
