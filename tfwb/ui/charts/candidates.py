@@ -217,7 +217,9 @@ def draw_finalists(ax: Axes, result: SweepResult) -> None:
     best = meds[0]
     for y, m, hi, (label, run, color) in zip(ys, meds, highs, rows):
         if label == "naive" and result.speedup is not None:
-            text = f"winner vs naive: {result.speedup.text()}"
+            # The verdict's first clause only: the full text (a busy machine's load, what to do) is the
+            # table's; a long label here squeezed the bars to nothing.
+            text = f"winner vs naive: {result.speedup.text().split(': compare')[0].split(' (other programs')[0]}"
         elif color == WINNER_COLOR:
             text = "winner"
         elif color == report.SAME_COLOR:
@@ -246,6 +248,8 @@ def rungs_png(result: SweepResult, *, width_in: float = 9.0, height_in: float = 
 def finalists_png(result: SweepResult, *, width_in: float = 9.0, dpi: float = 96) -> bytes:
     """``draw_finalists`` as PNG bytes; the height grows with the finalists."""
     n = len(result.finalists) + 1
-    fig = Figure(figsize=(width_in, max(2.0, 1.1 + 0.45 * n)), dpi=dpi, layout="constrained")
+    # Room for the two-line title, the axis label and a label wrapped onto two lines per row: less
+    # collapsed the axes on three rows (matplotlib warned that constrained_layout was not applied).
+    fig = Figure(figsize=(width_in, max(2.6, 1.5 + 0.6 * n)), dpi=dpi, layout="constrained")
     draw_finalists(fig.subplots(), result)
     return figure_png(fig)
