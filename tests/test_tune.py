@@ -107,7 +107,8 @@ def test_tune_keeps_what_is_faster_reverts_what_is_not_and_appends_to_the_histor
     assert t.best.steps_per_execution == 8 and not t.best.jit_compile
     kept = t.trials[0]
     assert kept.speedup == pytest.approx(1 / 0.6, rel=0.01) and kept.ci_low <= kept.speedup <= kept.ci_high
-    assert t.gain >= 1.0 and t.runs == 1 + len(t.trials) <= 5
+    assert t.trials[1].result is None                      # not faster: no run spent on it
+    assert t.gain >= 1.0 and t.runs == 2                  # the start and the kept candidate
     loaded = History(path).load()
     assert loaded[0].config.label == "earlier" and len(loaded) == 1 + t.runs     # nothing lost, every run added
     assert any(line.startswith("trial 1: steps_per_execution=8") for line in seen)
@@ -116,21 +117,22 @@ def test_tune_keeps_what_is_faster_reverts_what_is_not_and_appends_to_the_histor
     assert "jit_compile=True: tried" not in text      # a trial, not a skipped change
 
 
-def test_a_candidate_that_does_not_train_is_reverted_without_a_comparison():
+def test_a_faster_candidate_that_does_not_train_is_reverted():
     def loss(c, step):
         return 2.3 if c.steps_per_execution > 1 else 1.0 + 1.3 * 0.8 ** (step + 1)
-    comparer = Compare()
-    t = tune(cfg(), max_runs=1, runner=Runner(loss=loss), compare=comparer)
+    t = tune(cfg(), max_runs=1, runner=Runner(loss=loss), compare=Compare())
     assert t.trials[0].change == "steps_per_execution=8" and t.trials[0].decision == REVERTED
-    assert "does not train" in t.trials[0].reason and comparer.calls == []
-    assert t.best == t.start and "max_runs=1" in t.text()
+    assert t.trials[0].reason.startswith("faster, but it does not train as the start does: loss 2.3")
+    assert t.best == t.start and t.runs == 2 and "not tried: max_runs=1 reached" in t.text()
 
 
 def test_never_slower_than_the_start_and_a_failed_candidate_is_a_trial():
-    slow = Runner(step_time=lambda c: 0.1 if c == cfg() else 0.2, fail_if=lambda c: c.jit_compile)
+    slow = Runner(step_time=lambda c: 0.05 if c.jit_compile else 0.1 if c == cfg() else 0.2,
+                  fail_if=lambda c: c.jit_compile)     # XLA compares faster, but its run fails
     t = tune(cfg(), max_runs=4, runner=slow, compare=Compare(speed=slow.step_time))
     assert t.best == t.start and not t.kept
-    assert {tr.change: tr.decision for tr in t.trials}["jit_compile=True"] == FAILED
+    decisions = {tr.change: tr.decision for tr in t.trials}
+    assert decisions["jit_compile=True"] == FAILED and decisions["steps_per_execution=8"] == REVERTED
 
 
 def test_nothing_to_gain_on_a_compute_bound_run_says_why_within_one_run():
@@ -238,9 +240,10 @@ def test_a_real_tune_and_a_workload_whose_factory_raises(tmp_path, monkeypatch):
     monkeypatch.setenv("TFWB_FAST", "1")
     start = RunConfig(workload="mlp", data_source="memory", steps=10, warmup_steps=2)
     t = tfwb.tune(start, max_runs=1, rounds=6, history_path=tmp_path / "runs.jsonl")
-    assert t.runs == 2 and len(t.trials) == 1 and t.trials[0].result is not None
-    assert t.best in (start, start.replace(**{t.trials[0].knob: t.trials[0].value}, label=""))
-    assert len(History(tmp_path / "runs.jsonl").load()) == 2 and "headroom left" in t.text()
+    trial = t.trials[0]                    # timings on a shared machine: any verdict, but a consistent one
+    assert len(t.trials) == 1 and t.runs == 1 + (trial.result is not None) and trial.speedup is not None
+    assert t.best == (start.replace(**{trial.knob: trial.value}, label="") if trial.decision == KEPT else start)
+    assert len(History(tmp_path / "runs.jsonl").load()) == t.runs and "headroom left" in t.text()
 
     def broken_model(cfg):
         raise RuntimeError("no weights file here")

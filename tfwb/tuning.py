@@ -12,17 +12,19 @@ run, and ``tfwb.advice``'s bound of what each knob can gain) and measurement:
    epoch: every element is read once, and filling the cache costs a whole epoch), when this
    machine cannot honour it (``tfwb.expect`` expects it slower here: float16 on a CPU without
    float16 arithmetic), or when it was tried already.
-3. The top candidate runs once, as long as the start, for its loss and its diagnosis. It is
-   kept only when it still trains (``tfwb.search.loss_rule.judge`` against the start run, at
-   equal examples: the sweep's rule) and an interleaved comparison against the current best
-   (``tfwb.compare_interleaved``) calls it faster; "no significant difference" reverts it.
-   A kept candidate becomes the best, and its run's diagnosis the next one.
+3. The top candidate is compared with the current best in an interleaved comparison
+   (``tfwb.compare_interleaved``: alternating warm blocks, so the machine's drift cancels);
+   "no significant difference" or slower reverts it at once. Only a candidate called faster
+   runs once, as long as the start, for its loss and its diagnosis: it is kept when it still
+   trains (``tfwb.search.loss_rule.judge`` against the start run, at equal examples: the
+   sweep's rule). A kept candidate becomes the best, and its run's diagnosis the next one.
+   (Comparing first spares a run for every change that is not faster, the common case.)
 4. It stops when no remaining candidate's bound exceeds the noise, after ``max_runs`` trials,
    or on Ctrl-C / a stop request (finished trials are kept and the result says so).
 
 Every trial keeps only significantly faster changes, so the best is never slower than the
-start. A *run* is one ``runner`` call: the start's and each trial's candidate run; the
-interleaved comparisons are counted apart, in seconds (``Tuning.compare_s``).
+start. A *run* is one ``runner`` call: the start's, and the run of each candidate the comparison
+called faster; the interleaved comparisons are counted apart, in seconds (``Tuning.compare_s``).
 
 The runner and the comparison are injected (``runner=``, ``compare=``), so the loop runs
 without TensorFlow in tests. Pure: no TensorFlow, no UI library.
@@ -44,7 +46,7 @@ from tfwb import knobs as _knobs
 from tfwb.advice import Bound, speedup_text
 from tfwb.bottleneck import MODERATE_INPUT_FRACTION
 from tfwb.config import RunConfig, fast_mode
-from tfwb.diagnosis import INPUT_BOUND_KNOBS, Diagnosis, diagnose
+from tfwb.diagnosis import INPUT_BOUND_KNOBS, Diagnosis, bound, diagnose
 from tfwb.hardware import Machine, MachineLike
 from tfwb.history import History
 from tfwb.interrupts import InterruptBridge
@@ -143,8 +145,8 @@ def run_examples(cfg: RunConfig) -> int:
 
 def candidates(result: RunResult, diagnosis: Optional[Diagnosis] = None, hardware: Optional[MachineLike] = None,
                tried: Sequence[Tuple[str, Any]] = (), noise: stats.NoiseBand = stats.DEFAULT_NOISE, *,
-               epoch_examples: Optional[Callable[[RunConfig], Optional[int]]] = None
-               ) -> Tuple[Tuple[Candidate, ...], Tuple[Candidate, ...]]:
+               epoch_examples: Optional[Callable[[RunConfig], Optional[int]]] = None,
+               input_reference: Optional[RunResult] = None) -> Tuple[Tuple[Candidate, ...], Tuple[Candidate, ...]]:
     """The changes worth a trial on ``result``'s run, best bound first, and those skipped, with why.
 
     Args:
@@ -156,6 +158,8 @@ def candidates(result: RunResult, diagnosis: Optional[Diagnosis] = None, hardwar
         noise: bounds within this band cannot show in a measurement (skipped).
         epoch_examples: ``epoch_examples(cfg) -> examples in one epoch or None``; ``cache`` is
             skipped for a run shorter than one epoch. None: the epoch is not known.
+        input_reference: an earlier run of the same pipeline that measured its input wait, for the
+            input knobs' bounds when ``result`` did not (a run of several steps a call).
 
     Returns:
         ``(to_try, skipped)``: ``Candidate`` tuples; ``to_try`` ranked, strict bounds above the
@@ -177,19 +181,21 @@ def candidates(result: RunResult, diagnosis: Optional[Diagnosis] = None, hardwar
     to_try: List[Candidate] = []
     skipped: List[Candidate] = []
     for knob, value in _offers(cfg, machine):
+        measured = result
+        if knob in INPUT_BOUND_KNOBS and result.input_wait_fraction is None and input_reference is not None:
+            measured = input_reference      # this run did not measure its wait (several steps a call)
         b = diagnosis.bound_for(knob)
-        if b is None or b.value != value:
-            b = advice.ADVICE[knob].bound(result, knob, value) if advice.ADVICE[knob].bound else Bound(
-                knob, value, None, f"{knob}: bound unknown")
-        skip = _skip_reason(result, knob, value, b, machine, tried_set, noise, epoch_examples)
+        if b is None or b.value != value or measured is not result:
+            b = bound(measured, knob, value)
+        skip = _skip_reason(measured, cfg, knob, value, b, machine, tried_set, noise, epoch_examples)
         (skipped if skip else to_try).append(Candidate(knob, value, b, skip))
     to_try.sort(key=lambda c: (*c.rank, advice.ADVICE[c.knob].priority(cfg)))
     return tuple(to_try), tuple(skipped)
 
 
-def _skip_reason(result: RunResult, knob: str, value: Any, b: Bound, machine: Machine, tried: Set[Tuple[str, str]],
-                 noise: stats.NoiseBand, epoch_examples) -> str:
-    """Why ``knob=value`` is not worth a trial on this run (``""``: it is)."""
+def _skip_reason(result: RunResult, cfg: RunConfig, knob: str, value: Any, b: Bound, machine: Machine,
+                 tried: Set[Tuple[str, str]], noise: stats.NoiseBand, epoch_examples) -> str:
+    """Why ``knob=value`` is not worth a trial on ``cfg`` (``""``: it is); ``result``: the run its bound read."""
     if (knob, repr(value)) in tried:
         return "tried already"
     if knob in expect.RULES:
@@ -203,8 +209,8 @@ def _skip_reason(result: RunResult, knob: str, value: Any, b: Bound, machine: Ma
         if b.strict or quiet:
             return f"its bound {speedup_text(b.speedup)} is within the noise (\u00b1{noise.pct:.0f} %): {b.text}"
     if knob == "cache" and epoch_examples is not None:
-        epoch = epoch_examples(result.config)
-        need = run_examples(result.config)
+        epoch = epoch_examples(cfg)
+        need = run_examples(cfg)
         if epoch is not None and need < epoch:
             return (f"the run reads {need:,} examples, less than one epoch ({epoch:,}): every element is read "
                     "once, so a cache cannot be reused, and filling it costs a whole epoch")
@@ -273,7 +279,7 @@ class Tuning:
         best, best_result: the best configuration found (``start`` when nothing was kept) and its run.
         trials: the changes tried, in order (kept, reverted or failed).
         skipped: the changes left at the end, each with why it was not (or no longer) worth a trial.
-        runs: runner calls: the start's and each trial's candidate run.
+        runs: runner calls: the start's, and each candidate's that its comparison called faster.
         compare_s: seconds spent in interleaved comparisons (not counted in ``runs``).
         wall_s: seconds the whole tune took.
         interrupted: True when Ctrl-C or a stop request ended it (finished trials are kept).
@@ -347,7 +353,7 @@ class Tuning:
                          "trials' interleaved gains)")
         else:
             lines.append("best: the start itself (no change was kept)")
-        lines.append(f"runs: {self.runs} (the start and {self.runs - 1} candidate runs), plus "
+        lines.append(f"runs: {self.runs} (the start and {self.runs - 1} of the candidates called faster), plus "
                      f"{self.compare_s:.0f} s of interleaved comparisons; {self.wall_s:.0f} s in all")
         if self.interrupted:
             lines.append(f"interrupted: the {len(self.trials)} finished trials are kept; "
@@ -407,12 +413,12 @@ def tune(baseline: RunConfig, *, max_runs: int = 4, history_path: "Optional[os.P
     """Diagnose, try the change with the largest bound, keep it only if faster and still training; repeat.
 
     See the module docstring for the loop. A *run* is one call of the runner (the start's, and
-    one per trial for the candidate); each trial's interleaved comparison is counted apart, in
-    seconds (``Tuning.compare_s``).
+    the run of each candidate its comparison called faster); each trial's interleaved comparison
+    is counted apart, in seconds (``Tuning.compare_s``).
 
     Args:
         baseline: the configuration to start from.
-        max_runs: the most trials (candidate runs), >= 1.
+        max_runs: the most trials (changes compared; each costs a comparison, and a run when faster), >= 1.
         history_path: a JSON-lines file every run is appended to as it ends (nothing in it is rewritten).
         rounds: interleaved rounds per trial (>= 6); default 10 in small mode (``TFWB_FAST=1``),
             else the comparison's own default.
@@ -464,9 +470,11 @@ def tune(baseline: RunConfig, *, max_runs: int = 4, history_path: "Optional[os.P
     say = progress if progress is not None else (lambda line: None)
 
     def run_one(cfg: RunConfig) -> RunResult:
+        nonlocal runs
         if flag.is_set:
             raise _Stopped()
         res = runner(cfg, [*observers, flag])
+        runs += 1
         if store is not None:
             store.append(res)
         if res.status == "interrupted" or (flag.is_set and res.stop_reason is not None):
@@ -497,9 +505,10 @@ def tune(baseline: RunConfig, *, max_runs: int = 4, history_path: "Optional[os.P
                 raise RuntimeError(f"tune: the baseline run of workload {baseline.workload!r} did not finish "
                                    f"({_failed_text(start_res)}), so there is nothing to tune from"
                                    + (f"; it is in {store.path}" if store is not None else ""))
-            best_res = start_res
+            best_res = wait_ref = start_res
             while True:
-                ranked, skipped = candidates(best_res, None, hardware, tried, noise, epoch_examples=epoch_examples)
+                ranked, skipped = candidates(best_res, None, hardware, tried, noise, epoch_examples=epoch_examples,
+                                             input_reference=wait_ref)
                 if not ranked:
                     why_stop = NOTHING_ABOVE_NOISE
                     break
@@ -512,15 +521,15 @@ def tune(baseline: RunConfig, *, max_runs: int = 4, history_path: "Optional[os.P
                 tried.append((c.knob, c.value))
                 cand_cfg = best_cfg.replace(**{c.knob: c.value}, label="")
                 say(f"trying {c.change}: {c.bound.text}")
-                res = run_one(cand_cfg)
-                runs += 1
                 took = [0.0]
-                trial = _decide(c, res, start_res, best_cfg, cand_cfg, baseline.steps, tolerance, took,
+                trial = _decide(c, start_res, best_cfg, cand_cfg, baseline.steps, tolerance, took,
                                 lambda a, b, settle: compare(a, b, rounds=rounds, settle_steps=settle,
-                                                             progress=rounds_done), clock)
+                                                             progress=rounds_done), run_one, clock)
                 compare_s += took[0]
                 if trial.decision == KEPT:
-                    best_cfg, best_res = cand_cfg, res
+                    best_cfg, best_res = cand_cfg, trial.result
+                    if best_res.input_wait_fraction is not None:
+                        wait_ref = best_res
                 trials.append(trial)
                 say(f"trial {len(trials)}: {trial.line()}")
         except (_Stopped, KeyboardInterrupt):
@@ -536,29 +545,31 @@ def tune(baseline: RunConfig, *, max_runs: int = 4, history_path: "Optional[os.P
                   max_runs=max_runs)
 
 
-def _decide(c: Candidate, res: RunResult, start_res: RunResult, best_cfg: RunConfig, cand_cfg: RunConfig,
-            steps: int, tolerance: float, took: List[float], compare: Callable[..., Any],
+def _decide(c: Candidate, start_res: RunResult, best_cfg: RunConfig, cand_cfg: RunConfig, steps: int,
+            tolerance: float, took: List[float], compare: Callable[..., Any], run: Callable[[RunConfig], RunResult],
             clock: Callable[[], float]) -> Trial:
-    """One trial's decision: failed, reverted by the loss rule, or kept only when the interleaved
-    comparison against the best so far says faster (``took[0]``: the comparison's seconds)."""
-    if not res.ok:
-        return Trial(c.knob, c.value, c.change, c.bound, FAILED, f"the run {_failed_text(res)}", result=res)
-    verdict = judge(res, start_res, steps=steps, tolerance=tolerance)
-    if not verdict.passed:
-        return Trial(c.knob, c.value, c.change, c.bound, REVERTED,
-                     f"it does not train as the start does: {verdict.reason}", result=res)
+    """One trial: the interleaved comparison against the best so far first (``took[0]``: its seconds);
+    only a candidate it calls faster runs, for its loss (the loss rule against the start) and its
+    diagnosis. Failed (the comparison or the run), reverted (not faster, or does not train), or kept."""
     tc = clock()
     try:
         cmp = compare(best_cfg, cand_cfg, INPUT_SETTLE_STEPS if c.knob in INPUT_BOUND_KNOBS else 1)
     except (_Stopped, KeyboardInterrupt):
         raise
-    except Exception as e:        # e.g. a configuration that cannot be built twice in one process
-        return Trial(c.knob, c.value, c.change, c.bound, FAILED, f"the comparison failed: {type(e).__name__}: {e}",
-                     result=res)
+    except Exception as e:        # e.g. a knob this configuration cannot be built with
+        return Trial(c.knob, c.value, c.change, c.bound, FAILED, f"the comparison failed: {type(e).__name__}: {e}")
     finally:
         took[0] = clock() - tc
-    keep = cmp.verdict == stats.FASTER
-    reason = (f"interleaved against the best so far: {cmp.verdict} (faster in {cmp.faster_rounds} of "
-              f"{cmp.rounds} rounds)")
-    return Trial(c.knob, c.value, c.change, c.bound, KEPT if keep else REVERTED, reason, cmp.speedup, cmp.low,
-                 cmp.high, cmp.text(), res, took[0])
+    measured = dict(speedup=cmp.speedup, ci_low=cmp.low, ci_high=cmp.high, comparison=cmp.text(), compare_s=took[0])
+    why = f"interleaved against the best so far: {cmp.verdict} (faster in {cmp.faster_rounds} of {cmp.rounds} rounds)"
+    if cmp.verdict != stats.FASTER:
+        return Trial(c.knob, c.value, c.change, c.bound, REVERTED, why, **measured)
+    res = run(cand_cfg)
+    if not res.ok:
+        return Trial(c.knob, c.value, c.change, c.bound, FAILED, f"faster, but its run {_failed_text(res)}",
+                     result=res, **measured)
+    verdict = judge(res, start_res, steps=steps, tolerance=tolerance)
+    if not verdict.passed:
+        return Trial(c.knob, c.value, c.change, c.bound, REVERTED,
+                     f"faster, but it does not train as the start does: {verdict.reason}", result=res, **measured)
+    return Trial(c.knob, c.value, c.change, c.bound, KEPT, why, result=res, **measured)

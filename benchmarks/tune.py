@@ -1,0 +1,181 @@
+"""tfwb.tune against the sweep from the same naive start: what each found, at what cost.
+
+For every start (``--starts``): the sweep (``tfwb.sweep`` over its default space, successive
+halving) and the tune (``tfwb.tune``, ``--max-runs`` trials) run from the same naive
+configuration. Figures per start: runs and wall seconds of each, the configuration each
+found, and the two winners side by side in alternating warm blocks
+(``tfwb.compare_interleaved``: the tune's best against the sweep's winner). Then every trial
+the tune kept is re-checked the same way (the configuration before it against the one after):
+a kept trial the re-check calls slower is a wrong keep.
+
+Starts: the naive start of each built-in workload (``images`` read from files with its knobs
+off, ``cifar10``, ``text``, ``mlp``), ``keras`` (a Keras 1-D convolutional timeseries network
+registered with ``tfwb.register_workload``, as a new user would bring one), and ``compute``
+(a wide dense network on batches staged in memory: compute-bound, where the tune should say
+"nothing to gain here, because ..." within 3 runs).
+
+Goals (issue 28): on every start but ``compute``, the tune's best reaches at least 90 % of the
+sweep winner's throughput at no more than a third of the sweep's wall time; no kept trial is
+called slower by the re-check; on ``compute``, "nothing to gain here" within 3 runs.
+
+Usage:
+    python benchmarks/tune.py [--size small|full] [--starts images,cifar10,text,mlp,keras,compute]
+                              [--max-runs 4] [--rounds N] [--out benchmarks/results/tune]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+import tfwb.tf  # noqa: F401  (quiet TF import)
+import tfwb
+from tfwb import RunConfig, hardware, stats
+from tfwb.tf.lab.side_by_side import compare_interleaved
+
+STARTS = ("images", "cifar10", "text", "mlp", "keras", "compute")
+
+
+def timeseries_model(cfg):
+    """A small Keras timeseries network: 1-D convolutions over 64 steps of 8 channels, 4 classes."""
+    import keras
+    return keras.Sequential([
+        keras.Input((64, 8)),
+        keras.layers.Conv1D(32, 5, activation="relu"), keras.layers.MaxPooling1D(2),
+        keras.layers.Conv1D(64, 5, activation="relu"), keras.layers.GlobalAveragePooling1D(),
+        keras.layers.Dense(32, activation="relu"), keras.layers.Dense(4, dtype="float32")])
+
+
+def timeseries_data(cfg, rows: int = 4096):
+    """Sine waves of 4 frequencies plus noise: the class is the frequency."""
+    import numpy as np
+    import tensorflow as tf
+    rng = np.random.default_rng(cfg.seed)
+    y = rng.integers(0, 4, rows).astype("int32")
+    t = np.arange(64, dtype="float32")[None, :, None]
+    phase = rng.uniform(0, 6.3, (rows, 1, 8)).astype("float32")
+    x = np.sin(t * (0.1 + 0.1 * y[:, None, None]) + phase) + rng.normal(0, 0.3, (rows, 64, 8))
+    return tf.data.Dataset.from_tensor_slices((x.astype("float32"), y))
+
+
+def wide_model(cfg):
+    """A wide dense network: a few large matmuls per step (compute-bound on any machine)."""
+    import keras
+    return keras.Sequential([keras.Input((512,)), keras.layers.Dense(2048, activation="relu"),
+                             keras.layers.Dense(2048, activation="relu"), keras.layers.Dense(10, dtype="float32")])
+
+
+def wide_data(cfg, rows: int = 2048):
+    import numpy as np
+    import tensorflow as tf
+    rng = np.random.default_rng(cfg.seed)
+    x = rng.normal(size=(rows, 512)).astype("float32")
+    return tf.data.Dataset.from_tensor_slices((x, (x[:, 0] > 0).astype("int32") * 3))
+
+
+def start_config(name: str, size: str) -> RunConfig:
+    """The naive start of ``name`` (every speed knob off, as RunConfig's defaults have them)."""
+    if name == "keras":
+        tfwb.register_workload("bench-timeseries", model_fn=timeseries_model, data_fn=timeseries_data)
+        return RunConfig(workload="bench-timeseries", size=size, label="keras timeseries (naive)")
+    if name == "compute":
+        tfwb.register_workload("bench-wide", model_fn=wide_model, data_fn=wide_data)
+        return RunConfig(workload="bench-wide", size=size, data_source="memory", batch_size=256,
+                         label="wide dense, staged batches")
+    cfg = RunConfig(workload=name, size=size, label=f"{name} (naive)")
+    if name == "images":
+        cfg = cfg.replace(data_source="files", prefetch=False, parallel_map=False, interleave=False, cache=False)
+    return cfg
+
+
+def one_start(name: str, args) -> dict:
+    start = start_config(name, args.size)
+    out = {"start": name, "config": start.to_dict()}
+    print(f"== {name}: tune", flush=True)
+    t0 = time.perf_counter()
+    tuning = tfwb.tune(start, max_runs=args.max_runs, rounds=args.rounds, progress=lambda line: print("  " + line))
+    out["tune"] = {"runs": tuning.runs, "wall_s": round(time.perf_counter() - t0, 1),
+                   "compare_s": round(tuning.compare_s, 1), "changes": tuning.changes(),
+                   "gain": round(tuning.gain, 3), "text": tuning.text(), "trials": tuning.to_dict()["trials"]}
+    nothing = "nothing to gain here, because" in tuning.text()
+    out["tune"]["nothing_to_gain"] = nothing
+    # Re-check every kept trial: the configuration before it against the one after, interleaved.
+    rechecks, before = [], start
+    for trial in tuning.kept:
+        after = before.replace(**{trial.knob: trial.value}, label="")
+        cmp = compare_interleaved(before, after, rounds=args.rounds)
+        rechecks.append({"change": trial.change, "verdict": cmp.verdict, "speedup": round(cmp.speedup, 3),
+                         "text": cmp.text()})
+        before = after
+    out["rechecks"] = rechecks
+    out["wrong_keeps"] = sum(r["verdict"] == stats.SLOWER for r in rechecks)
+    if name == "compute":
+        out["goal_met"] = nothing and tuning.runs <= 3
+        return out
+    print(f"== {name}: sweep", flush=True)
+    t0 = time.perf_counter()
+    swept = tfwb.sweep(start)
+    out["sweep"] = {"runs": swept.runs, "wall_s": round(time.perf_counter() - t0, 1),
+                    "winner": swept.winner.label if swept.winner else None,
+                    "changes": swept.winner.config.diff(start) if swept.winner else {},
+                    "error": swept.error}
+    if swept.winner is not None:
+        winner = swept.winner.config.replace(steps=start.steps, label="")
+        cmp = compare_interleaved(winner, tuning.best, rounds=args.rounds)
+        out["tune_vs_sweep"] = {"verdict": cmp.verdict, "speedup": round(cmp.speedup, 3), "text": cmp.text()}
+        out["share_of_winner"] = round(cmp.speedup, 3)
+    out["time_ratio"] = round(out["tune"]["wall_s"] / out["sweep"]["wall_s"], 3)
+    out["goal_met"] = (out.get("share_of_winner", 1.0) >= 0.9 and out["time_ratio"] <= 1 / 3
+                       and out["wrong_keeps"] == 0)
+    return out
+
+
+def markdown(res: dict) -> str:
+    lines = [f"# tfwb.tune against the sweep ({res['size']} size)", "",
+             f"Machine: {res['machine']}; {res['when']}; command: `{res['command']}`.", "",
+             "| start | tune: runs, s | tune's best | sweep: runs, s | sweep's winner | tune's best vs the "
+             "sweep's winner (interleaved) | time ratio | wrong keeps | goal |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in res["starts"]:
+        t, s = r["tune"], r.get("sweep") or {}
+        vs = (r.get("tune_vs_sweep") or {}).get("text", "")
+        lines.append(f"| {r['start']} | {t['runs']}, {t['wall_s']} | {t['changes'] or 'the start'} | "
+                     f"{s.get('runs', '')}, {s.get('wall_s', '')} | {s.get('changes', '')} | {vs} | "
+                     f"{r.get('time_ratio', '')} | {r['wrong_keeps']} | {'met' if r['goal_met'] else 'NOT met'} |")
+    for r in res["starts"]:
+        lines += ["", f"## {r['start']}", "", "```", r["tune"]["text"], "```"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--size", choices=("small", "full"), default="small")
+    p.add_argument("--starts", default=",".join(STARTS), help=f"some of {','.join(STARTS)}")
+    p.add_argument("--max-runs", type=int, default=4)
+    p.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default: 10 small, 30 full)")
+    p.add_argument("--out", default="benchmarks/results/tune")
+    args = p.parse_args(argv)
+    starts = [s for s in args.starts.split(",") if s]
+    bad = [s for s in starts if s not in STARTS]
+    if bad:
+        p.error(f"--starts {bad} not allowed; pick from {','.join(STARTS)}")
+    if args.rounds is None:
+        args.rounds = 10 if args.size == "small" else 30
+    res = {"size": args.size, "machine": hardware.describe(hardware.detect()), "python": platform.python_version(),
+           "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           "command": "python benchmarks/tune.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+           "starts": [one_start(s, args) for s in starts]}
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    with open(args.out + ".json", "w", encoding="utf-8") as fh:
+        json.dump(res, fh, indent=1, default=str)
+    with open(args.out + ".md", "w", encoding="utf-8") as fh:
+        fh.write(markdown(res))
+    print(markdown(res))
+    return 0 if all(r["goal_met"] for r in res["starts"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
