@@ -140,6 +140,11 @@ def test_nothing_to_gain_on_a_compute_bound_run_says_why_within_one_run():
     t = tune(cfg(data_source="memory"), runner=runner, compare=Compare(), hardware=DESCRIBED["binder-2core-avx2"])
     assert t.trials == () and t.runs == 1 and len(runner.calls) == 1
     assert "nothing to gain here, because" in t.text() and "within the noise" in t.text()
+    tuned = cfg(data_source="memory", jit_compile=True, steps_per_execution=8)      # MFU 50 %: headroom, no knob
+    t = tune(tuned, runner=Runner(mfu=0.5), compare=Compare(), hardware=DESCRIBED["binder-2core-avx2"])
+    assert t.runs == 1 and "headroom left: MFU 50 %" in t.text()
+    assert "nothing to gain here, because steps_per_execution=8 and jit_compile=True are already set; " \
+           "mixed_precision='mixed_bfloat16': this machine cannot honour it" in t.text()
 
 
 def test_bad_input_gets_a_clear_error_and_the_history_keeps_the_failed_baseline(tmp_path):

@@ -353,14 +353,19 @@ class Tuning:
                          "trials' interleaved gains)")
         else:
             lines.append("best: the start itself (no change was kept)")
-        lines.append(f"runs: {self.runs} (the start and {self.runs - 1} of the candidates called faster), plus "
-                     f"{self.compare_s:.0f} s of interleaved comparisons; {self.wall_s:.0f} s in all")
+        made = "the start" + (f" and {self.runs - 1} candidates called faster" if self.runs > 1 else "")
+        lines.append(f"runs: {self.runs} ({made}), plus {self.compare_s:.0f} s of interleaved comparisons; "
+                     f"{self.wall_s:.0f} s in all")
         if self.interrupted:
             lines.append(f"interrupted: the {len(self.trials)} finished trials are kept; "
                          "tune again from the best to go on")
             return "\n".join(lines)
         lines.append(f"headroom left: {self.headroom()}")
         why = [f"{t.change}: {t.reason}" for t in self.skipped]
+        defaults = type(self.best)(_check_workload=False)
+        on = [f"{k}={getattr(self.best, k)!r}" for k in COMPUTE_TUNED if getattr(self.best, k) != getattr(defaults, k)]
+        if on:
+            why.insert(0, f"{' and '.join(on)} {'is' if len(on) == 1 else 'are'} already set")
         if not self.trials and self.stop == NOTHING_ABOVE_NOISE:
             lines.append("nothing to gain here, because " + ("; ".join(why) or "no knob tfwb tunes applies to "
                                                               "this run"))
@@ -373,7 +378,7 @@ class Tuning:
         return self.text()
 
 
-NOTHING_ABOVE_NOISE = "no change is left whose bound exceeds the noise"
+NOTHING_ABOVE_NOISE = "no change is left that could gain more than the noise here"
 
 
 # -- the loop ---------------------------------------------------------------------------------------
