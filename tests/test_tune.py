@@ -250,6 +250,9 @@ def test_a_real_tune_and_a_workload_whose_factory_raises(tmp_path, monkeypatch):
     assert t.best == (start.replace(**{trial.knob: trial.value}, label="") if trial.decision == KEPT else start)
     assert len(History(tmp_path / "runs.jsonl").load()) == t.runs and "headroom left" in t.text()
 
+    from tfwb.tf.lab.tune import epoch_examples          # what skips cache on a run shorter than an epoch
+    assert epoch_examples(RunConfig(workload="mlp", size="small")) == 4096
+
     def broken_model(cfg):
         raise RuntimeError("no weights file here")
 

@@ -43,7 +43,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                     "interrupted (finished trials are printed).")
     own = p.add_argument_group("the tune")
     own.add_argument("--max-runs", type=int, default=4, metavar="N",
-                     help="the most trials (candidate runs), >= 1 (default 4)")
+                     help="the most trials (changes compared; a run for each one called faster), >= 1 (default 4)")
     own.add_argument("--rounds", type=int, default=None, metavar="N",
                      help="interleaved rounds per trial, >= 6 (default: 10 under TFWB_FAST=1, else 30)")
     own.add_argument("--history", metavar="PATH",
