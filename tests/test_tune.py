@@ -115,6 +115,8 @@ def test_tune_keeps_what_is_faster_reverts_what_is_not_and_appends_to_the_histor
     text = t.text()
     assert "kept" in text and "headroom left: MFU 30 %" in text and "faster than the start" in text
     assert "jit_compile=True: tried" not in text      # a trial, not a skipped change
+    assert repr(t).startswith("<Tuning done: 2 trials, best steps_per_execution=8 (1.67x), 2 runs")
+    assert "<td>kept</td>" in t._repr_html_()
 
 
 def test_a_faster_candidate_that_does_not_train_is_reverted():

@@ -35,6 +35,7 @@ Example:
 """
 from __future__ import annotations
 
+import html
 import math
 import os
 import time
@@ -270,7 +271,7 @@ class Trial:
         return f"{self.change}: {self.bound_text()}; measured {self.measured_text()}; {self.decision}: {self.reason}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Tuning:
     """What ``tune`` did: every trial, the best configuration found, and what is left.
 
@@ -376,6 +377,21 @@ class Tuning:
 
     def __str__(self) -> str:
         return self.text()
+
+    def __repr__(self) -> str:
+        best = ", ".join(t.change for t in self.kept) or "the start"
+        state = "interrupted" if self.interrupted else "done"
+        return (f"<Tuning {state}: {len(self.trials)} trials, best {best} ({self.gain:.2f}x), {self.runs} runs, "
+                f"{self.wall_s:.0f} s>")
+
+    def _repr_html_(self) -> str:
+        """The trials as a table, then the closing text (a notebook shows this for a bare ``tuning``)."""
+        head = "".join(f"<th>{h}</th>" for h in ("change", "bound", "measured", "decision", "reason"))
+        rows = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row.values()) + "</tr>"
+                       for row in self.table())
+        end = [line for line in self.text().splitlines() if not line.startswith("trial ")]
+        return (f"<table><tr>{head}</tr>{rows}</table><p>"
+                + "<br>".join(html.escape(line) for line in end) + "</p>")
 
 
 NOTHING_ABOVE_NOISE = "no change is left that could gain more than the noise here"
