@@ -226,7 +226,7 @@ def draw_comparison(ax: Axes, results: Sequence[RunResult], baseline: Optional[R
     short = "previous" if versus == "previous" else "baseline"
     handles = [Patch(color=report.FASTER_COLOR, label=f"faster than {short}"),
                Patch(color=report.SLOWER_COLOR, label=f"slower than {short}"),
-               Patch(color=NEUTRAL_BAR_COLOR, label="no significant difference")]
+               Patch(color=NEUTRAL_BAR_COLOR, label="no significant difference, or cannot tell")]
     if base is not None:
         handles.append(Line2D([], [], color=BASELINE_COLOR, linestyle="--", label="baseline median"))
     ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=len(handles),
