@@ -119,6 +119,19 @@ def test_tune_keeps_what_is_faster_reverts_what_is_not_and_appends_to_the_histor
     assert "<td>kept</td>" in t._repr_html_()
 
 
+def test_a_given_start_run_is_reused_not_run_again_and_must_be_the_baselines():
+    runner = Runner()
+    start = Runner()(cfg(label="naive"))                   # a run the caller already made
+    t = tune(cfg(), max_runs=4, runner=runner, compare=Compare(), start_result=start)
+    assert t.start_result is start and t.start_reused
+    assert [c.steps_per_execution for c in runner.calls] == [8]       # only the kept candidate ran
+    assert t.runs == 1 and "the start's run was given, not run again" in t.text()
+    with pytest.raises(ValueError, match=r"another configuration.*'prefetch': True"):
+        tune(cfg(), runner=runner, compare=Compare(), start_result=Runner()(cfg(prefetch=True)))
+    with pytest.raises(ValueError, match="must be a finished run"):
+        tune(cfg(), runner=runner, compare=Compare(), start_result=failed_result(cfg()))
+
+
 def test_a_faster_candidate_that_does_not_train_is_reverted():
     def loss(c, step):
         return 2.3 if c.steps_per_execution > 1 else 1.0 + 1.3 * 0.8 ** (step + 1)

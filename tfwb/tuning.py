@@ -286,6 +286,8 @@ class Tuning:
         interrupted: True when Ctrl-C or a stop request ended it (finished trials are kept).
         stop: why it stopped, in words.
         max_runs: the trial budget it had.
+        start_reused: True when the start's run was given (``tune(start_result=...)``), not run
+            again: ``runs`` then counts candidate runs only.
     """
 
     start: RunConfig
@@ -300,6 +302,7 @@ class Tuning:
     interrupted: bool = False
     stop: str = ""
     max_runs: int = 4
+    start_reused: bool = False
 
     @property
     def kept(self) -> Tuple[Trial, ...]:
@@ -354,7 +357,10 @@ class Tuning:
                          "trials' interleaved gains)")
         else:
             lines.append("best: the start itself (no change was kept)")
-        made = "the start" + (f" and {self.runs - 1} candidates called faster" if self.runs > 1 else "")
+        if self.start_reused:
+            made = f"candidates called faster; the start's run was given, not run again"
+        else:
+            made = "the start" + (f" and {self.runs - 1} candidates called faster" if self.runs > 1 else "")
         lines.append(f"runs: {self.runs} ({made}), plus {self.compare_s:.0f} s of interleaved comparisons; "
                      f"{self.wall_s:.0f} s in all")
         if self.interrupted:
@@ -430,7 +436,7 @@ def tune(baseline: RunConfig, *, max_runs: int = 4, history_path: "Optional[os.P
          compare: Optional[Comparer] = None, noise: Optional[stats.NoiseBand] = None,
          stop: Optional[StopFlag] = None, hardware: Optional[MachineLike] = None,
          epoch_examples: Optional[Callable[[RunConfig], Optional[int]]] = None,
-         clock: Callable[[], float] = time.perf_counter) -> Tuning:
+         clock: Callable[[], float] = time.perf_counter, start_result: Optional[RunResult] = None) -> Tuning:
     """Diagnose, try the change with the largest bound, keep it only if faster and still training; repeat.
 
     See the module docstring for the loop. A *run* is one call of the runner (the start's, and
@@ -456,6 +462,8 @@ def tune(baseline: RunConfig, *, max_runs: int = 4, history_path: "Optional[os.P
             than an epoch; default ``tfwb.tf.lab.tune.epoch_examples`` with the default runner,
             else unknown.
         clock: seconds, for ``wall_s`` and ``compare_s``.
+        start_result: a finished run of ``baseline`` (its label aside) to start from instead of running
+            it again, e.g. the naive run a chapter already made; it is not appended to the history again.
 
     Returns:
         A ``Tuning``; its ``best`` is never a configuration measured slower than the start.
@@ -475,6 +483,13 @@ def tune(baseline: RunConfig, *, max_runs: int = 4, history_path: "Optional[os.P
     t0 = clock()
     tolerance = DEFAULT_TOLERANCE if tolerance is None else tolerance
     check_arguments(baseline, max_runs, tolerance, rounds)
+    if start_result is not None:
+        if not isinstance(start_result, RunResult) or not start_result.ok:
+            raise ValueError(f"start_result must be a finished run of the baseline, got "
+                             f"{getattr(start_result, 'status', type(start_result).__name__)!r}")
+        if start_result.config.diff(baseline):
+            raise ValueError("start_result is a run of another configuration; it differs from the baseline in "
+                             f"{start_result.config.diff(baseline)}: give a run of the baseline, or none")
     if rounds is None and fast_mode():
         rounds = FAST_ROUNDS
     noise = stats.DEFAULT_NOISE if noise is None else noise
@@ -515,11 +530,15 @@ def tune(baseline: RunConfig, *, max_runs: int = 4, history_path: "Optional[os.P
     best_res: Optional[RunResult] = None
     with InterruptBridge(lambda: flag.set(INTERRUPTED, interrupted=True), inline=True):
         try:
-            say(f"start: running {baseline.label or baseline.workload}")
-            start_res = runner(baseline, [*observers, flag])
-            runs = 1
-            if store is not None:
-                store.append(start_res)
+            if start_result is not None:
+                start_res = start_result                     # checked above: a finished run of the baseline
+                say(f"start: the given run of {baseline.label or baseline.workload}")
+            else:
+                say(f"start: running {baseline.label or baseline.workload}")
+                start_res = runner(baseline, [*observers, flag])
+                runs = 1
+                if store is not None:
+                    store.append(start_res)
             if start_res.status == "interrupted":
                 raise KeyboardInterrupt
             if not start_res.ok:
@@ -563,7 +582,7 @@ def tune(baseline: RunConfig, *, max_runs: int = 4, history_path: "Optional[os.P
     return Tuning(start=baseline, start_result=start_res, best=best_cfg, best_result=best_res,
                   trials=tuple(trials), skipped=() if interrupted else skipped_trials, runs=runs,
                   compare_s=compare_s, wall_s=clock() - t0, interrupted=interrupted, stop=why_stop,
-                  max_runs=max_runs)
+                  max_runs=max_runs, start_reused=start_result is not None)
 
 
 def _decide(c: Candidate, start_res: RunResult, best_cfg: RunConfig, cand_cfg: RunConfig, steps: int,
