@@ -9,7 +9,8 @@ the tune kept is re-checked the same way (the configuration before it against th
 a kept trial the re-check calls slower is a wrong keep.
 
 Starts: the naive start of each built-in workload (``images`` read from files with its knobs
-off, ``cifar10``, ``text``, ``mlp``), ``keras`` (a Keras 1-D convolutional timeseries network
+off, ``cifar10``, ``text``, ``mlp``), ``mnist_convnet`` (chapter 08's model, Keras's Simple MNIST
+convnet, registered as the chapter registers it), ``keras`` (a Keras 1-D convolutional timeseries network
 registered with ``tfwb.register_workload``, as a new user would bring one), and ``compute``
 (a wide dense network on batches staged in memory, with XLA and 8 steps a call already on: on a
 measured 2-core CPU an untuned wide network gained 1.42x from XLA, so the compute knobs are set
@@ -21,7 +22,7 @@ sweep winner's throughput at no more than a third of the sweep's wall time; no k
 called slower by the re-check; on ``compute``, "nothing to gain here" within 3 runs.
 
 Usage:
-    python benchmarks/tune.py [--size small|full] [--starts images,cifar10,text,mlp,keras,compute]
+    python benchmarks/tune.py [--size small|full] [--starts images,cifar10,text,mlp,mnist_convnet,keras,compute]
                               [--max-runs 4] [--rounds N] [--out benchmarks/results/tune]
 """
 from __future__ import annotations
@@ -38,7 +39,7 @@ import tfwb
 from tfwb import RunConfig, hardware, stats
 from tfwb.tf.lab.side_by_side import compare_interleaved
 
-STARTS = ("images", "cifar10", "text", "mlp", "keras", "compute")
+STARTS = ("images", "cifar10", "text", "mlp", "mnist_convnet", "keras", "compute")
 
 
 def timeseries_model(cfg):
@@ -80,6 +81,10 @@ def wide_data(cfg, rows: int = 2048):
 
 def start_config(name: str, size: str) -> RunConfig:
     """The naive start of ``name`` (every speed knob off, as RunConfig's defaults have them)."""
+    if name == "mnist_convnet":     # chapter 08's model: Keras's Simple MNIST convnet, registered
+        from tfwb.tf.examples import mnist_convnet
+        mnist_convnet.register()
+        return RunConfig(workload="mnist_convnet", size=size, batch_size=128, label="mnist_convnet (chapter 08)")
     if name == "keras":
         tfwb.register_workload("bench-timeseries", model_fn=timeseries_model, data_fn=timeseries_data)
         return RunConfig(workload="bench-timeseries", size=size, label="keras timeseries (naive)")
