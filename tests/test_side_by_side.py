@@ -29,11 +29,18 @@ def test_warm_true_where_impossible_raises():
         interleave.compare_interleaved(RunConfig(), RunConfig(), rounds=0)
 
 
-def test_a_short_interleaved_comparison_returns_paired_rounds():
+def test_a_short_interleaved_comparison_returns_paired_rounds(monkeypatch):
     cfg = RunConfig(data_source="memory", size="small", batch_size=16, warmup_steps=2)
-    seen = []
-    cmp = interleave.compare_interleaved(cfg, cfg.replace(batch_size=32), rounds=6, steps_per_round=2,
+    seen, calls = [], []
+    real = interleave.timed_steps
+    monkeypatch.setattr(interleave, "timed_steps",
+                        lambda p, n, *a, **kw: calls.append((p.cfg.steps_per_execution, n)) or real(p, n, *a, **kw))
+    cmp = interleave.compare_interleaved(cfg, cfg.replace(steps_per_execution=8), rounds=6, steps_per_round=2,
                                          progress=lambda done, total: seen.append((done, total)))
+    # Turns count steps, not calls: 1 settle step + 2 measured steps is 3 calls at 1 step a call, and one
+    # call of 8 steps for each part at 8 steps a call (the same turn in calls was 24 steps).
+    turns = {spe: [n for s_, n in calls if s_ == spe] for spe in (1, 8)}
+    assert turns[1] == [2] + [3] * 7 and turns[8] == [1] + [2] * 7      # warm-up, the cold turn, 6 rounds
     assert isinstance(cmp, stats.RoundsComparison)
     assert cmp.rounds == 6 and len(cmp.baseline_s) == len(cmp.candidate_s) == 6
     assert all(t > 0 for t in cmp.baseline_s + cmp.candidate_s)

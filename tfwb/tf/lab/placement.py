@@ -48,7 +48,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 import tensorflow as tf
 
 from tfwb.tf.runner.devices import setup_devices
-from tfwb.tf.runner.quiet import native_captured
+from tfwb.tf.runner.quiet import ABSL_PREAMBLE, native_captured
 
 __all__ = ["Placed", "Placement", "placement", "parse_log", "short_device", "rows_from_metadata",
            "GrowthAttempt", "try_memory_growth", "OP", "COPY", "COLLECTIVE", "CALL"]
@@ -360,8 +360,7 @@ def placement(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Placement:
             if ctx is not None:
                 ctx.disable_graph_collection()
             tf.debugging.set_log_device_placement(previous)
-    err.replay(drop=lambda line: _is_placement_line(line)
-               or line.startswith("WARNING: All log messages before absl::InitializeLog()"))
+    err.replay(drop=lambda line: _is_placement_line(line) or line.startswith(ABSL_PREAMBLE))
     _write_back(out.text, sys.stdout)
     log_rows = parse_log(out.text + "\n" + err.text)
     rows = rows_from_metadata(metadata) if metadata is not None else ()

@@ -32,7 +32,7 @@ from tfwb import diagnosis, report as report_tables
 from tfwb.config import RunConfig
 from tfwb.observers import Observer, Progress, RunState
 from tfwb.records import RunResult
-from tfwb.tf.runner.quiet import TF_LOG_LINE, native_stderr_captured
+from tfwb.tf.runner.quiet import is_tf_log, native_stderr_captured
 from tfwb.tf.lab.tensorboard import Scalars, check_logdir, free_run_dir
 from tfwb.tf.run import run
 
@@ -225,8 +225,7 @@ def tool_data(xplane: str, tool: str) -> Any:
     # held back, so a notebook cell shows the report, not log lines; anything else is replayed.
     with native_stderr_captured() as held:
         data, _ = convert([xplane], tool, {})
-    held.replay(drop=lambda line: bool(TF_LOG_LINE.match(line.strip()))
-                or line.startswith("WARNING: All log messages before absl::InitializeLog()"))
+    held.replay(drop=is_tf_log)
     if not data:
         raise RuntimeError(f"xprof returned no {tool} for {xplane}")
     return json.loads(data)

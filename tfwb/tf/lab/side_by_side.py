@@ -33,6 +33,7 @@ from typing import Callable, List, Optional, Tuple
 from tfwb import stats
 from tfwb.config import RunConfig
 from tfwb.observers import StepLog
+from tfwb.tf.runner.quiet import is_tf_log, native_stderr_captured
 from tfwb.tf.runner.train import prepared, timed_steps
 from tfwb.tf.run import run
 
@@ -131,25 +132,43 @@ def compare_interleaved(baseline: RunConfig, candidate: RunConfig, *, rounds: Op
     return stats.compare_rounds(times[0], times[1], method=method)
 
 
+def _calls(steps: int, cfg: RunConfig) -> int:
+    """Calls of ``cfg``'s step that run at least ``steps`` training steps (at least one call).
+
+    Example:
+        >>> _calls(3, RunConfig(steps_per_execution=8)), _calls(3, RunConfig()), _calls(0, RunConfig())
+        (1, 3, 0)
+    """
+    return -(-steps // cfg.steps_per_execution)
+
+
 def _warm_rounds(configs, rounds: int, k: int, settle: int, progress) -> Tuple[List[float], List[float]]:
+    """Warm blocks: ``k`` measured steps a turn after ``settle`` steps, in whole calls of each configuration's
+    ``steps_per_execution`` (a turn of 3 steps at 8 steps a call is one call, not 24 steps)."""
     t0 = time.perf_counter()
 
     def clock() -> float:
         return time.perf_counter() - t0
 
+    def turn(p, cfg) -> StepLog:
+        return timed_steps(p, _calls(settle, cfg) + max(1, _calls(k, cfg)), clock, StepLog())
+
     times: Tuple[List[float], List[float]] = ([], [])
-    with contextlib.ExitStack() as stack:
+    # TF's C++ log lines (XLA's "Compiled cluster using XLA!", oneDNN's notices) are held back, as in a run.
+    with native_stderr_captured() as native, contextlib.ExitStack() as stack:
         built = [stack.enter_context(prepared(cfg)) for cfg in configs]
         for p, cfg in zip(built, configs):
-            timed_steps(p, cfg.warmup_steps, clock, StepLog())
-        for p in built:               # one turn each, unmeasured: the first switch is the coldest
-            timed_steps(p, settle + k, clock, StepLog())
+            timed_steps(p, _calls(cfg.warmup_steps, cfg), clock, StepLog())
+        for p, cfg in zip(built, configs):      # one turn each, unmeasured: the first switch is the coldest
+            turn(p, cfg)
         for r in range(rounds):
             for which in round_order(r):
-                log = timed_steps(built[which], settle + k, clock, StepLog())
-                times[which].append(stats.median(_per_step(log.times_s[settle:], configs[which])))
+                cfg = configs[which]
+                log = turn(built[which], cfg)
+                times[which].append(stats.median(_per_step(log.times_s[_calls(settle, cfg):], cfg)))
             if progress is not None:
                 progress(r + 1, rounds)
+    native.replay(drop=is_tf_log)
     return times
 
 

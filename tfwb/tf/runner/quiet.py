@@ -18,6 +18,20 @@ from typing import Callable, Iterator, Optional
 
 #: One line of TensorFlow's C++ log (``I0000 00:00:... file.cc:12] message``).
 TF_LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:. ]+\d+ [\w./-]+:\d+\] (?P<message>.*)$")
+#: The line abseil prints once before TF's logger starts; it ignores TF_CPP_MIN_LOG_LEVEL.
+ABSL_PREAMBLE = "WARNING: All log messages before absl::InitializeLog()"
+
+
+def is_tf_log(line: str) -> bool:
+    """True for a line of TF's C++ log (``I0000 00:00:... file.cc:12] message``) or abseil's preamble.
+
+    Example:
+        >>> is_tf_log("I0000 00:00:1795752519.639640   30085 device_compiler.h:196] Compiled cluster using XLA!")
+        True
+        >>> is_tf_log("a line of your own")
+        False
+    """
+    return bool(TF_LOG_LINE.match(line.strip())) or line.startswith(ABSL_PREAMBLE)
 
 
 class Held:

@@ -81,7 +81,7 @@ from tfwb.observers import Dispatch, Observer, RunState, StepLog
 from tfwb.records import RunResult
 from tfwb.workloads import Workload, get_workload
 from tfwb.tf.runner.pipeline import build_dataset
-from tfwb.tf.runner.quiet import TF_LOG_LINE, native_stderr_captured
+from tfwb.tf.runner.quiet import TF_LOG_LINE, is_tf_log, native_stderr_captured
 from tfwb.tf.runner.devices import device_sync, setup_devices
 from tfwb.tf.runner.fingerprint import fingerprint
 from tfwb.tf.runner.flops import count_flops
@@ -594,8 +594,7 @@ def _native_notes(held) -> List[str]:
             note = "TensorFlow: " + m.group("message").strip()
             if note not in notes:
                 notes.append(note)
-    held.replay(drop=lambda line: bool(TF_LOG_LINE.match(line.strip()))
-                or line.startswith("WARNING: All log messages before absl::InitializeLog()"))
+    held.replay(drop=is_tf_log)
     return notes
 
 
