@@ -266,7 +266,13 @@ def _precision(hw: MachineLike, value: str, kind: str, bound: Optional[str],
     return _downgrade(Expected(SLOWER, why, than), bound)
 
 
-def _jit(kind: str, bound: Optional[str]) -> Expected:
+#: CPU features with which TensorFlow's x86 Linux builds turn oneDNN's kernels on by default (TF 2.9
+#: release notes: "CPUs with neural-network-focused hardware features such as AVX512_VNNI, AVX512_BF16,
+#: AMX"); elsewhere its CPU kernels are Eigen's unless TF_ENABLE_ONEDNN_OPTS=1.
+ONEDNN_DEFAULT_FLAGS = frozenset({"avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8"})
+
+
+def _jit(kind: str, bound: Optional[str], flags: frozenset = frozenset()) -> Expected:
     than = "jit_compile=False"
     if kind == "none":
         return Expected(None, "no TPU here: the run fails before any work; pick strategy='default'", than)
@@ -279,8 +285,12 @@ def _jit(kind: str, bound: Optional[str]) -> Expected:
         return Expected(NOT_SLOWER, "large matmuls and convolutions run in the same cuBLAS/cuDNN "
                         "kernels either way; XLA fuses the small ops around them (the first step "
                         "compiles)", than)
-    return Expected(NOT_FASTER, "XLA's CPU code generation rarely beats the oneDNN kernels TF's own CPU "
-                    "path uses: often slower on small models; the first step compiles", than)
+    if flags & ONEDNN_DEFAULT_FLAGS:
+        return Expected(NOT_FASTER, "XLA's CPU code generation rarely beats the oneDNN kernels TF's own CPU "
+                        "path uses on this CPU: often slower on small models; the first step compiles", than)
+    return Expected(None, "on this CPU TF's own kernels are Eigen's (oneDNN is on by default only with "
+                    "AVX-512 VNNI/BF16 or AMX): XLA's fused code can beat them or lose to them, depending on "
+                    "the model; the first step compiles", than)
 
 
 def _steps_per_call(kind: str, bound: Optional[str]) -> Expected:
@@ -423,7 +433,7 @@ def jit_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -
     """jit_compile=True: the step compiled by XLA."""
     if not value:
         raise ValueError("jit_compile=False is the baseline; turn it on to compare")
-    return _downgrade(_jit(_kind(hw, baseline), bound), bound)
+    return _downgrade(_jit(_kind(hw, baseline), bound, _flags(hw)), bound)
 
 
 def steps_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
