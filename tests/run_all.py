@@ -61,6 +61,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -266,6 +267,60 @@ def ensure_venv() -> Optional[Path]:
     return venv_python
 
 
+#: Where the Binder venv is kept between test runs, one per hash of what it is built from.
+BINDER_CACHE = Path(os.environ.get("TFWB_TEST_CACHE", os.path.expanduser("~/.cache/tfwb-tests")))
+BINDER_READY = "tfwb-binder-ready"
+
+
+def binder_python() -> Tuple[str, str]:
+    """(python, why): the interpreter binder/runtime.txt asks for if this machine has it, else ours."""
+    runtime = ROOT / "binder" / "runtime.txt"
+    match = re.fullmatch(r"python-(\d+\.\d+)", runtime.read_text().strip()) if runtime.exists() else None
+    if match is None:
+        return sys.executable, "binder/runtime.txt names no python-X.Y; using the test's own Python"
+    version = match.group(1)
+    candidates = [shutil.which(f"python{version}")]                      # may be a pyenv shim that fails
+    candidates += sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{version}.*/bin/python{version}")))
+    for python in filter(None, candidates):
+        if _version_of(python) == version:
+            return python, f"python {version} as binder/runtime.txt asks ({python})"
+    return sys.executable, (f"binder/runtime.txt asks for python {version}, which this machine lacks; "
+                            f"using {sys.executable} ({sys.version.split()[0]})")
+
+
+def binder_stamp(python: str) -> str:
+    """What the Binder venv's third-party packages come from: a change in any of them builds it anew."""
+    parts = [python, (ROOT / "binder" / "requirements.txt").read_text(encoding="utf-8"),
+             (ROOT / "constraints.txt").read_text(encoding="utf-8"),
+             (ROOT / "pyproject.toml").read_text(encoding="utf-8")]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def ensure_binder_venv() -> Tuple[Optional[Path], str]:
+    """(``bin/python`` of a venv built from exactly binder/requirements.txt, or None when pip failed; what happened).
+
+    Built once per ``binder_stamp`` under ``BINDER_CACHE``, from the repository root as repo2docker
+    does (the file installs ``.``), with ``--no-compile`` (the test compiles what it imports);
+    tests/test_binder.py reinstalls tfwb from the checkout into it when it was built earlier.
+    """
+    python, why = binder_python()
+    where = BINDER_CACHE / f"binder-{binder_stamp(python)}"
+    venv_python = where / "bin" / "python"
+    if (where / BINDER_READY).exists():
+        return venv_python, f"{why}; reusing {where}"
+    t0 = time.perf_counter()
+    shutil.rmtree(where, ignore_errors=True)
+    where.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([python, "-m", "venv", str(where)], check=True, timeout=300)
+    proc = subprocess.run([str(venv_python), "-m", "pip", "install", "-q", "--no-compile", "-r",
+                           "binder/requirements.txt"], cwd=ROOT, env=_clean_env(), timeout=3600,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        return None, f"pip install -r binder/requirements.txt failed (exit {proc.returncode}): {proc.stderr[-2000:]}"
+    (where / BINDER_READY).write_text("ok")
+    return venv_python, f"{why}; built in {time.perf_counter() - t0:.0f} s ({where})"
+
+
 def main(argv: List[str]) -> int:
     flags = ("--skip-ui", "--skip-slow", "--refresh-colab")
     skip_ui, skip_slow, refresh = (f in argv for f in flags)
@@ -279,12 +334,24 @@ def main(argv: List[str]) -> int:
     # the chapters leg as soon as .venv-colab is, each over all cores: while one leg's last files
     # finish, the other's keep the cores busy. The ipywidgets-7.7 check runs in the chapters leg; a
     # test in leg 1 that needs .venv-colab can wait for it through TFWB_COLAB_READY ("ok" or "failed").
+    # The Binder venv (tests/test_binder.py) is built in this phase too: built inside the package leg
+    # it took 248 s of a worker's time beside the tests.
     built: dict = {}
     colab_build = threading.Thread(target=lambda: built.update(colab=ensure_colab_venv(refresh)), daemon=True)
     colab_build.start()
+    tmp = Path(tempfile.mkdtemp(prefix="tfwb-run-all-"))
+    ready, binder_ready = tmp / "colab-ready", tmp / "binder-ready"
+
+    def build_binder() -> None:
+        venv_python, what = ensure_binder_venv()
+        print(f"run_all: Binder venv: {what}", flush=True)
+        binder_ready.write_text(str(venv_python) if venv_python is not None else "failed")
+
+    binder_build = threading.Thread(target=build_binder, daemon=True)
+    binder_build.start()
     python = sys.executable if in_venv() else ensure_venv()
-    ready = Path(tempfile.mkdtemp(prefix="tfwb-colab-")) / "ready"
-    env = dict(os.environ, TFWB_COLAB_PYTHON=str(COLAB_VENV / "bin" / "python"), TFWB_COLAB_READY=str(ready))
+    env = dict(os.environ, TFWB_COLAB_PYTHON=str(COLAB_VENV / "bin" / "python"), TFWB_COLAB_READY=str(ready),
+               TFWB_BINDER_READY=str(binder_ready))
     package = None
     if python is not None:
         package = Background("package tests and doctests (.venv: the pinned newest)",

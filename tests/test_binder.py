@@ -25,12 +25,9 @@ install and run times.
 """
 from __future__ import annotations
 
-import glob
 import importlib.util
 import json
 import os
-import re
-import shutil
 import subprocess
 import sys
 import time
@@ -150,10 +147,16 @@ def test_the_colab_leg_pins_colabs_versions_first():
     assert [canonicalize_name(ln.split("==")[0]) for ln in first[:len(COLAB_VERSIONS)]] == list(COLAB_VERSIONS)
 
 
-def test_the_colab_leg_installs_tfwb_as_the_install_cell_does():
+def _run_all_module():
+    """tests/run_all.py as a module (it builds the environments: .venv-colab, the Binder venv)."""
     spec = importlib.util.spec_from_file_location("run_all", ROOT / "tests" / "run_all.py")
     run_all = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(run_all)
+    return run_all
+
+
+def test_the_colab_leg_installs_tfwb_as_the_install_cell_does():
+    run_all = _run_all_module()
     sys.path.insert(0, str(ROOT / "tools"))
     import chapter_files
 
@@ -205,31 +208,6 @@ def _tail(text: str, chars: int = 3000) -> str:
     return "\n".join(lines)[-chars:]
 
 
-def _runs(python: str, version: str) -> bool:
-    try:
-        out = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                             capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return out.returncode == 0 and out.stdout.strip() == version
-
-
-def binder_python() -> tuple:
-    """(python, why): the interpreter binder/runtime.txt asks for if this machine has it, else ours."""
-    runtime = ROOT / "binder" / "runtime.txt"
-    match = re.fullmatch(r"python-(\d+\.\d+)", runtime.read_text().strip()) if runtime.exists() else None
-    if match is None:
-        return sys.executable, "binder/runtime.txt names no python-X.Y; using the test's own Python"
-    version = match.group(1)
-    candidates = [shutil.which(f"python{version}")]                      # may be a pyenv shim that fails
-    candidates += sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{version}.*/bin/python{version}")))
-    for python in filter(None, candidates):
-        if _runs(python, version):
-            return python, f"python {version} as binder/runtime.txt asks ({python})"
-    return sys.executable, (f"binder/runtime.txt asks for python {version}, which this machine lacks; "
-                            f"using {sys.executable} ({sys.version.split()[0]})")
-
-
 def _clean_env(**extra: str) -> dict:
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "VIRTUAL_ENV", "MPLBACKEND", "PYTHONHOME", "JUPYTER_PATH")}
@@ -254,44 +232,28 @@ def pip_install(venv_python: Path, args: list, *, cwd: Path) -> float:
     return time.perf_counter() - t0
 
 
-#: Where the Binder venv is kept between test runs, one per hash of what it is built from.
-BINDER_CACHE = Path(os.environ.get("TFWB_TEST_CACHE", os.path.expanduser("~/.cache/tfwb-tests")))
-
-
-def binder_stamp(python: str) -> str:
-    """What the Binder venv's third-party packages come from: a change in any of them builds it anew."""
-    import hashlib
-    parts = [python, (ROOT / "binder" / "requirements.txt").read_text(encoding="utf-8"),
-             (ROOT / "constraints.txt").read_text(encoding="utf-8"),
-             (ROOT / "pyproject.toml").read_text(encoding="utf-8")]
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
-
-
 @pytest.fixture(scope="module")
-def binder_venv(tmp_path_factory) -> Path:
+def binder_venv() -> Path:
     """A virtual environment built from exactly binder/requirements.txt, from the repository root.
 
-    Built once per hash of binder/requirements.txt, constraints.txt, pyproject.toml and the
-    interpreter (``BINDER_CACHE``; 2 minutes of one core, mostly unpacking TensorFlow); each run
-    then reinstalls only tfwb itself from this checkout (``--no-deps``), so the code under test is
-    always this tree's, installed as repo2docker installs it (not editable).
+    ``run_all.ensure_binder_venv`` builds it once per hash of binder/requirements.txt,
+    constraints.txt, pyproject.toml and the interpreter (2 minutes of one core, mostly unpacking
+    TensorFlow); tests/run_all.py builds it beside the other environments, before the tests, and
+    says when it is ready through ``TFWB_BINDER_READY``. Each run then reinstalls only tfwb itself
+    from this checkout (``--no-deps``), so the code under test is always this tree's, installed as
+    repo2docker installs it (not editable).
     """
-    python, why = binder_python()
-    print(f"\n[binder] interpreter: {why}", flush=True)
-    where = BINDER_CACHE / f"binder-{binder_stamp(python)}"
-    venv_python = where / "bin" / "python"
-    ready = where / "tfwb-binder-ready"
-    if not ready.exists():
-        import shutil as _shutil
-        _shutil.rmtree(where, ignore_errors=True)
-        where.parent.mkdir(parents=True, exist_ok=True)
-        make_venv(python, where)
-        seconds = pip_install(venv_python, ["-r", "binder/requirements.txt"], cwd=ROOT)
-        ready.write_text("ok")
-        print(f"[binder] pip install -r binder/requirements.txt: {seconds:.0f} s (kept in {where})", flush=True)
-    else:
-        seconds = pip_install(venv_python, ["--no-deps", "--force-reinstall", ".[profile]"], cwd=ROOT)
-        print(f"[binder] reusing {where}; tfwb reinstalled from this checkout in {seconds:.0f} s", flush=True)
+    run_all = _run_all_module()
+    ready = os.environ.get("TFWB_BINDER_READY")
+    deadline = time.monotonic() + INSTALL_TIMEOUT_S
+    while ready and not os.path.exists(ready) and time.monotonic() < deadline:
+        time.sleep(1)
+    venv_python, what = run_all.ensure_binder_venv()
+    print(f"\n[binder] {what}", flush=True)
+    if venv_python is None:
+        pytest.fail(f"[binder] {what}")
+    seconds = pip_install(venv_python, ["--no-deps", "--force-reinstall", ".[profile]"], cwd=ROOT)
+    print(f"[binder] tfwb reinstalled from this checkout in {seconds:.0f} s", flush=True)
     return venv_python
 
 

@@ -5,7 +5,7 @@ in an empty temporary folder with ``TFWB_FAST=1`` and this interpreter's ``bin/`
 on ``PATH`` (so ``python`` is the environment the README's Quick start builds; the
 README says to activate it). A block is skipped only when an HTML comment
 ``<!-- readme-test: skip (REASON) -->`` stands on the line before it, and only bash
-blocks that install packages or start JupyterLab may be skipped: the Quick start's two
+blocks that install packages (pip, or the test command) or start JupyterLab may be skipped: the Quick start's two
 commands are what ``.ci/run`` runs and ``tests/test_book.py`` checks.
 """
 from __future__ import annotations
@@ -24,8 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 RUNNABLE = ("python", "bash")
 SKIP = re.compile(r"<!-- readme-test: skip \((?P<reason>[^)]+)\) -->")
-#: What a skipped block must do: install packages or start JupyterLab.
-SKIPPABLE = re.compile(r"\bpip install\b|\bjupyter lab\b")
+#: What a skipped block must do: install packages (pip, or the test command, which builds .venv and
+#: .venv-colab) or start JupyterLab.
+SKIPPABLE = re.compile(r"\bpip install\b|\bjupyter lab\b|\btests/run_all\.py\b")
 #: tf.data's warning when a cache is read only in part (the next epoch then recomputes).
 PARTIAL_CACHE_WARNING = "did not fully read the dataset being cached"
 TIMEOUT_S = 900
