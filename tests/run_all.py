@@ -329,16 +329,17 @@ def main(argv: List[str]) -> int:
     marks = "not ui" + (" and not slow" if skip_slow else "")
     rcs = []
     pytest_ = ["-m", "pytest", "-p", "no:cacheprovider"]
-    # Both environments are built at once (pip is mostly one core's work, downloads and unpacking:
-    # one build alone leaves the other core idle). The package leg starts as soon as .venv is ready,
-    # the chapters leg as soon as .venv-colab is, each over all cores: while one leg's last files
+    # The environments are built at once (pip is mostly one core's work, downloads and unpacking:
+    # one build alone leaves the other core idle). The chapters leg starts as soon as .venv-colab is
+    # ready, the package leg as soon as .venv is, each over all cores: while one leg's last files
     # finish, the other's keep the cores busy. The ipywidgets-7.7 check runs in the chapters leg; a
     # test in leg 1 that needs .venv-colab can wait for it through TFWB_COLAB_READY ("ok" or "failed").
     # The Binder venv (tests/test_binder.py) is built in this phase too: built inside the package leg
     # it took 248 s of a worker's time beside the tests.
     built: dict = {}
-    colab_build = threading.Thread(target=lambda: built.update(colab=ensure_colab_venv(refresh)), daemon=True)
-    colab_build.start()
+    venv_build = threading.Thread(target=lambda: built.update(venv=sys.executable if in_venv() else ensure_venv()),
+                                  daemon=True)
+    venv_build.start()
     tmp = Path(tempfile.mkdtemp(prefix="tfwb-run-all-"))
     ready, binder_ready = tmp / "colab-ready", tmp / "binder-ready"
 
@@ -349,18 +350,9 @@ def main(argv: List[str]) -> int:
 
     binder_build = threading.Thread(target=build_binder, daemon=True)
     binder_build.start()
-    python = sys.executable if in_venv() else ensure_venv()
-    env = dict(os.environ, TFWB_COLAB_PYTHON=str(COLAB_VENV / "bin" / "python"), TFWB_COLAB_READY=str(ready),
-               TFWB_BINDER_READY=str(binder_ready))
-    package = None
-    if python is not None:
-        package = Background("package tests and doctests (.venv: the pinned newest)",
-                             [str(python)] + pytest_ + ["-q", "-m", marks] + workers()
-                             + ["--import-mode=importlib", "--doctest-modules", "--ignore=tests/ui",
-                                f"--deselect={WIDGETS_7}", "tfwb", "tests"]
-                             + extra, env)
-    colab_build.join()
-    colab = built.get("colab")
+    # The chapters leg is the longer one: it starts as soon as .venv-colab is ready, the package leg
+    # as soon as .venv is.
+    colab = ensure_colab_venv(refresh)
     ready.write_text("ok" if colab is not None else "failed")
     chapters = None
     if colab is not None:
@@ -373,6 +365,17 @@ def main(argv: List[str]) -> int:
                                          TFWB_COLAB_PYTHON=str(colab)))
     else:
         rcs.append(1)
+    venv_build.join()
+    python = built.get("venv")
+    env = dict(os.environ, TFWB_COLAB_PYTHON=str(COLAB_VENV / "bin" / "python"), TFWB_COLAB_READY=str(ready),
+               TFWB_BINDER_READY=str(binder_ready))
+    package = None
+    if python is not None:
+        package = Background("package tests and doctests (.venv: the pinned newest)",
+                             [str(python)] + pytest_ + ["-q", "-m", marks] + workers()
+                             + ["--import-mode=importlib", "--doctest-modules", "--ignore=tests/ui",
+                                f"--deselect={WIDGETS_7}", "tfwb", "tests"]
+                             + extra, env)
     rcs.append(package.wait() if package is not None else 1)
     if not skip_ui and python is not None:    # beside the chapters' last notebooks: it mostly waits for JupyterLab
         ensure_chromium()
