@@ -98,6 +98,31 @@ def start_config(name: str, size: str) -> RunConfig:
     return cfg
 
 
+#: The knobs tune can change, with the values the sweep tries (the start's value is put first).
+TUNED_VALUES = (("prefetch", (False, True)), ("parallel_map", (False, True)), ("cache", (False, True)),
+                ("jit_compile", (False, True)), ("steps_per_execution", (1, 8)),
+                ("mixed_precision", ("off", "mixed_bfloat16", "mixed_float16")))
+
+
+def sweep_space(start: RunConfig, hw) -> dict:
+    """The sweep's space: every knob tune can change that the start's workload honours, with the values
+    tune could try, less those ``tfwb.expect`` says are slower on this machine (a 16-bit policy on a CPU
+    without its instructions: chapter 07 leaves them out too, and tune skips them), so both search the same
+    changes. The default space of ``tfwb.sweep`` lacks ``steps_per_execution``, which tune tries."""
+    from tfwb.workloads import get_workload
+    workload = get_workload(start.workload)
+    space = {}
+    for knob, values in TUNED_VALUES:
+        if not workload.applies(knob):
+            continue
+        current = getattr(start, knob)
+        others = [v for v in values if v != current
+                  and tfwb.expect.change(hw, start, **{knob: v}).expected != "slower"]
+        if others:
+            space[knob] = [current] + others
+    return space
+
+
 def one_start(name: str, args) -> dict:
     start = start_config(name, args.size)
     out = {"start": name, "config": start.to_dict()}
@@ -124,7 +149,9 @@ def one_start(name: str, args) -> dict:
         return out
     print(f"== {name}: sweep", flush=True)
     t0 = time.perf_counter()
-    swept = tfwb.sweep(start)
+    space = sweep_space(start, hardware.detect())
+    out["sweep_space"] = {k: [str(v) for v in vs] for k, vs in space.items()}
+    swept = tfwb.sweep(start, space)
     out["sweep"] = {"runs": swept.runs, "wall_s": round(time.perf_counter() - t0, 1),
                     "winner": swept.winner.label if swept.winner else None,
                     "changes": swept.winner.config.diff(start) if swept.winner else {},
@@ -153,7 +180,12 @@ def markdown(res: dict) -> str:
                      f"{s.get('runs', '')}, {s.get('wall_s', '')} | {s.get('changes', '')} | {vs} | "
                      f"{r.get('time_ratio', '')} | {r['wrong_keeps']} | {'met' if r['goal_met'] else 'NOT met'} |")
     for r in res["starts"]:
-        lines += ["", f"## {r['start']}", "", "```", r["tune"]["text"], "```"]
+        lines += ["", f"## {r['start']}", ""]
+        if r.get("sweep_space"):
+            lines += [f"The sweep's space: `{r['sweep_space']}`.", ""]
+        lines += ["Tune:", "", "```", r["tune"]["text"], "```"]
+        for check in r["rechecks"]:
+            lines.append(f"- re-check of kept {check['change']}: {check['text']}")
     return "\n".join(lines) + "\n"
 
 
@@ -174,12 +206,14 @@ def main(argv=None) -> int:
     res = {"size": args.size, "machine": hardware.describe(hardware.detect()), "python": platform.python_version(),
            "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "command": "python benchmarks/tune.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-           "starts": [one_start(s, args) for s in starts]}
+           "starts": []}
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out + ".json", "w", encoding="utf-8") as fh:
-        json.dump(res, fh, indent=1, default=str)
-    with open(args.out + ".md", "w", encoding="utf-8") as fh:
-        fh.write(markdown(res))
+    for name in starts:                     # written after every start: an interrupted benchmark keeps the rest
+        res["starts"].append(one_start(name, args))
+        with open(args.out + ".json", "w", encoding="utf-8") as fh:
+            json.dump(res, fh, indent=1, default=str)
+        with open(args.out + ".md", "w", encoding="utf-8") as fh:
+            fh.write(markdown(res))
     print(markdown(res))
     return 0 if all(r["goal_met"] for r in res["starts"]) else 1
 
