@@ -358,9 +358,10 @@ class Tuning:
         else:
             lines.append("best: the start itself (no change was kept)")
         if self.start_reused:
-            made = f"candidates called faster; the start's run was given, not run again"
+            made = "candidates called faster; the start's run was given, not run again"
         else:
-            made = "the start" + (f" and {self.runs - 1} candidates called faster" if self.runs > 1 else "")
+            made = "the start" + (f" and {self.runs - 1} candidate{'s' if self.runs > 2 else ''} called faster"
+                                  if self.runs > 1 else "")
         lines.append(f"runs: {self.runs} ({made}), plus {self.compare_s:.0f} s of interleaved comparisons; "
                      f"{self.wall_s:.0f} s in all")
         if self.interrupted:
