@@ -329,9 +329,14 @@ def test_steps_per_execution_is_bounded_by_the_flops_at_the_peak_not_an_empty_ca
     assert unknown.speedup is None and "were not counted" in unknown.text
     counted = replace(r, model_flops_per_step=5e12, peak_flops_per_s=1e12, call_overhead_s=0.005)   # MFU 25 %
     b = diagnose(counted).bound_for("steps_per_execution")
-    assert b.speedup == pytest.approx(4.0)
-    assert b.text.startswith("steps_per_execution=8 can gain at most 4.0x: it removes per-call work")
-    assert b.text.endswith("take 25 % of it; an empty call alone costs 5000 us here")
+    wait = counted.input_wait_fraction                    # the batches still come: the wait is not removed
+    assert 0 < wait < 0.05 and b.speedup == pytest.approx(1 / (0.25 + wait))
+    assert b.text.startswith(f"steps_per_execution=8 can gain at most {b.speedup:.1f}x: it removes per-call work")
+    assert "take 25 % of it, and it waits for input" in b.text
+    assert b.text.endswith("which it does not remove; an empty call alone costs 5000 us here")
+    # an input-bound run: steps per call cannot take the wait away (1 / (0.6 + 0.25), not 1 / 0.25)
+    waiting = replace(counted, input_wait_s=tuple(0.6 * t for t in counted.step_times_s))
+    assert bound(waiting, "steps_per_execution", 8).speedup == pytest.approx(1 / (0.6 + 0.25), rel=0.02)
     # chapter 02's case: an empty call's floor (a bound of 1.2x) was beaten by a measured 2.35x; 1/MFU is not
     assert "above its bound" not in score_bound(b.speedup, 2.35, 0.1)
     assert bound(counted, "steps_per_execution", 1).speedup == 1.0

@@ -22,7 +22,8 @@
     the run recorded them, else the datasheet's).
   - ``steps_per_execution=k``: it removes per-call work (Python dispatch, the host's share of
     each step, a sync), never FLOPs: the step cannot get shorter than its model FLOPs at this
-    machine's measured peak, ``1 / MFU``; unknown without an MFU. The measured cost of an empty
+    machine's measured peak, nor the wait for its batches (fetched inside the graph, produced as
+    slowly): ``1 / (wait + MFU)``; unknown without an MFU. The measured cost of an empty
     call (``call_overhead_s``) is only a floor of that work: in chapter 02 a bound built on it
     alone (1.2x) was beaten by a measured 2.35x, so it is quoted, not used.
   - ``jit_compile``: XLA fuses operations (fewer launches, less memory traffic), it does not
@@ -217,7 +218,7 @@ def _precision_bound(result: Any, knob: str, value: Any) -> Bound:
 
 
 def _steps_bound(result: Any, knob: str, value: Any) -> Bound:
-    """Per-call work removed, never FLOPs: ``1 / MFU``."""
+    """Per-call work removed, never FLOPs nor the input wait: ``1 / (wait + MFU)``."""
     name = _label(knob, value)
     spe = max(getattr(result, "steps_per_call", 1), 1)
     if value <= spe:
@@ -226,12 +227,15 @@ def _steps_bound(result: Any, knob: str, value: Any) -> Bound:
     if not mfu or mfu > 1.0:
         return Bound(knob, value, None, f"{name}: bound unknown: a call's overhead is more than an empty "
                                         "call's dispatch, and this run's FLOPs or peak were not counted")
-    b = 1.0 / mfu
+    wait = _wait(result) or 0.0           # the batches are still produced: inside the graph, as slowly
+    b = 1.0 / min(wait + mfu, 1.0)
     overhead = getattr(result, "call_overhead_s", None)
     floor = f"; an empty call alone costs {overhead * 1e6:.0f} us here" if overhead else ""
+    waits = f", and it waits for input {_pct(wait)} of the time, which it does not remove" if wait else ""
     return Bound(knob, value, b, f"{name} can gain at most {speedup_text(b)}: it removes per-call work (dispatch, "
                                  "the host's share of each step), not FLOPs, and the step's FLOPs at this "
-                                 f"machine's measured {result.compute_dtype} peak take {_pct(mfu)} of it{floor}")
+                                 f"machine's measured {result.compute_dtype} peak take {_pct(mfu)} of it{waits}"
+                                 f"{floor}")
 
 
 def _xla_bound(result: Any, knob: str, value: Any) -> Bound:

@@ -172,8 +172,8 @@ def candidates(result: RunResult, diagnosis: Optional[Diagnosis] = None, hardwar
         >>> gpu = {"gpus": [{"name": "G", "compute_capability": [9, 0]}]}
         >>> r = RunResult(config=RunConfig(data_source="memory"), step_times_s=(1.0,) * 8,
         ...               input_wait_s=(0.0,) * 8, fingerprint=gpu, mfu=0.5)
-        >>> [c.change for c in candidates(r)[0]][:2]
-        ['jit_compile=True', 'steps_per_execution=8']
+        >>> [c.change for c in candidates(r)[0]][:2]      # equal bounds: the one that compiles nothing first
+        ['steps_per_execution=8', 'jit_compile=True']
     """
     cfg = result.config
     machine = advice.machine_of(result) if hardware is None else Machine.of(hardware)
@@ -190,7 +190,8 @@ def candidates(result: RunResult, diagnosis: Optional[Diagnosis] = None, hardwar
             b = bound(measured, knob, value)
         skip = _skip_reason(measured, cfg, knob, value, b, machine, tried_set, noise, epoch_examples)
         (skipped if skip else to_try).append(Candidate(knob, value, b, skip))
-    to_try.sort(key=lambda c: (*c.rank, advice.ADVICE[c.knob].priority(cfg)))
+    # On equal bounds (steps per call and XLA share 1 / (wait + MFU)), the change that compiles nothing first.
+    to_try.sort(key=lambda c: (*c.rank, c.knob != "steps_per_execution", advice.ADVICE[c.knob].priority(cfg)))
     return tuple(to_try), tuple(skipped)
 
 
