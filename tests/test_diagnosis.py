@@ -337,6 +337,9 @@ def test_steps_per_execution_is_bounded_by_the_flops_at_the_peak_not_an_empty_ca
     # an input-bound run: steps per call cannot take the wait away (1 / (0.6 + 0.25), not 1 / 0.25)
     waiting = replace(counted, input_wait_s=tuple(0.6 * t for t in counted.step_times_s))
     assert bound(waiting, "steps_per_execution", 8).speedup == pytest.approx(1 / (0.6 + 0.25), rel=0.02)
+    # staged batches: the "wait" is Python's fetch call, per-call work that steps per call removes
+    staged = replace(waiting, config=waiting.config.replace(data_source="memory"))
+    assert bound(staged, "steps_per_execution", 8).speedup == pytest.approx(4.0)
     # chapter 02's case: an empty call's floor (a bound of 1.2x) was beaten by a measured 2.35x; 1/MFU is not
     assert "above its bound" not in score_bound(b.speedup, 2.35, 0.1)
     assert bound(counted, "steps_per_execution", 1).speedup == 1.0

@@ -22,8 +22,9 @@
     the run recorded them, else the datasheet's).
   - ``steps_per_execution=k``: it removes per-call work (Python dispatch, the host's share of
     each step, a sync), never FLOPs: the step cannot get shorter than its model FLOPs at this
-    machine's measured peak, nor the wait for its batches (fetched inside the graph, produced as
-    slowly): ``1 / (wait + MFU)``; unknown without an MFU. The measured cost of an empty
+    machine's measured peak, nor a pipeline's wait for its batches (fetched inside the graph, produced
+    as slowly): ``1 / (wait + MFU)``; with batches staged in memory the wait is Python's fetch call,
+    per-call work it removes: ``1 / MFU``. Unknown without an MFU. The measured cost of an empty
     call (``call_overhead_s``) is only a floor of that work: in chapter 02 a bound built on it
     alone (1.2x) was beaten by a measured 2.35x, so it is quoted, not used.
   - ``jit_compile``: XLA fuses operations (fewer launches, less memory traffic), it does not
@@ -218,7 +219,7 @@ def _precision_bound(result: Any, knob: str, value: Any) -> Bound:
 
 
 def _steps_bound(result: Any, knob: str, value: Any) -> Bound:
-    """Per-call work removed, never FLOPs nor the input wait: ``1 / (wait + MFU)``."""
+    """Per-call work removed, never FLOPs nor a pipeline's input wait: ``1 / (wait + MFU)``."""
     name = _label(knob, value)
     spe = max(getattr(result, "steps_per_call", 1), 1)
     if value <= spe:
@@ -227,7 +228,10 @@ def _steps_bound(result: Any, knob: str, value: Any) -> Bound:
     if not mfu or mfu > 1.0:
         return Bound(knob, value, None, f"{name}: bound unknown: a call's overhead is more than an empty "
                                         "call's dispatch, and this run's FLOPs or peak were not counted")
-    wait = _wait(result) or 0.0           # the batches are still produced: inside the graph, as slowly
+    # A pipeline's batches are still produced, inside the graph, as slowly: its wait stays. Staged batches
+    # ("memory") wait only for Python's fetch call, per-call work that steps per call does remove (chapter 02).
+    staged = getattr(getattr(result, "config", None), "data_source", None) == "memory"
+    wait = 0.0 if staged else (_wait(result) or 0.0)
     b = 1.0 / min(wait + mfu, 1.0)
     overhead = getattr(result, "call_overhead_s", None)
     floor = f"; an empty call alone costs {overhead * 1e6:.0f} us here" if overhead else ""
