@@ -101,10 +101,11 @@ class Candidate:
 
     @property
     def rank(self) -> Tuple[int, float]:
-        """Sort key, best first: strict bounds by size, then bounds that are unknown or not strict."""
+        """Sort key, best first: known bounds by size, then unknown ones. A bound that is not strict (an
+        input knob on a CPU, where the pipeline also takes cores from the step) can be beaten, so it ranks
+        by its size like a strict one: on a run waiting 69 % for input, 3.2x goes before a strict 1.3x."""
         b = self.bound
-        known = b.speedup is not None and b.strict
-        return (0 if known else 1, -(b.speedup or 0.0))
+        return (0 if b.speedup is not None else 1, -(b.speedup or 0.0))
 
 
 def _applies(cfg: RunConfig) -> Callable[[str], bool]:
