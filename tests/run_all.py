@@ -166,13 +166,18 @@ def _version_of(python: str) -> Optional[str]:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def colab_python(version: str = COLAB_PYTHON) -> Tuple[str, str]:
-    """(python, why): an interpreter of Colab's Python version when this machine has one, else ours."""
+def find_python(version: str) -> Optional[str]:
+    """An interpreter of Python ``version`` ("3.13") on this machine (``pythonX.Y`` on the PATH, pyenv's), or None."""
     candidates = [shutil.which(f"python{version}")]                     # may be a pyenv shim that fails
     candidates += sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{version}.*/bin/python{version}")))
-    for python in filter(None, candidates):
-        if _version_of(python) == version:
-            return python, f"Python {version}, as Colab ({python})"
+    return next((p for p in filter(None, candidates) if _version_of(p) == version), None)
+
+
+def colab_python(version: str = COLAB_PYTHON) -> Tuple[str, str]:
+    """(python, why): an interpreter of Colab's Python version when this machine has one, else ours."""
+    python = find_python(version)
+    if python is not None:
+        return python, f"Python {version}, as Colab ({python})"
     return sys.executable, (f"Colab has Python {version}, which this machine lacks: using "
                             f"{sys.executable} ({sys.version.split()[0]}) with Colab's package versions")
 
@@ -282,11 +287,9 @@ def binder_python() -> Tuple[str, str]:
     if match is None:
         return sys.executable, "binder/runtime.txt names no python-X.Y; using the test's own Python"
     version = match.group(1)
-    candidates = [shutil.which(f"python{version}")]                      # may be a pyenv shim that fails
-    candidates += sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{version}.*/bin/python{version}")))
-    for python in filter(None, candidates):
-        if _version_of(python) == version:
-            return python, f"python {version} as binder/runtime.txt asks ({python})"
+    python = find_python(version)
+    if python is not None:
+        return python, f"python {version} as binder/runtime.txt asks ({python})"
     return sys.executable, (f"binder/runtime.txt asks for python {version}, which this machine lacks; "
                             f"using {sys.executable} ({sys.version.split()[0]})")
 
