@@ -24,6 +24,7 @@ called slower by the re-check; on ``compute``, "nothing to gain here" within 3 r
 Usage:
     python benchmarks/tune.py [--size small|full] [--starts images,cifar10,text,mlp,mnist_convnet,keras,compute]
                               [--max-runs 4] [--rounds N] [--out benchmarks/results/tune]
+                              [--sweeps-from benchmarks/results/tune.json]
 """
 from __future__ import annotations
 
@@ -147,17 +148,23 @@ def one_start(name: str, args) -> dict:
     if name == "compute":
         out["goal_met"] = nothing and tuning.runs <= 3
         return out
-    print(f"== {name}: sweep", flush=True)
-    t0 = time.perf_counter()
-    space = sweep_space(start, hardware.detect())
-    out["sweep_space"] = {k: [str(v) for v in vs] for k, vs in space.items()}
-    swept = tfwb.sweep(start, space)
-    out["sweep"] = {"runs": swept.runs, "wall_s": round(time.perf_counter() - t0, 1),
-                    "winner": swept.winner.label if swept.winner else None,
-                    "changes": swept.winner.config.diff(start) if swept.winner else {},
-                    "error": swept.error}
-    if swept.winner is not None:
-        winner = swept.winner.config.replace(steps=start.steps, label="")
+    recorded = args.recorded_sweeps.get(name)
+    if recorded is not None:                # the sweep's outcome as recorded; the comparison below is fresh
+        print(f"== {name}: the sweep recorded {recorded['sweep']['recorded']}", flush=True)
+        out["sweep_space"], out["sweep"] = recorded["sweep_space"], recorded["sweep"]
+        winner = start.replace(**out["sweep"]["changes"], label="") if out["sweep"]["winner"] else None
+    else:
+        print(f"== {name}: sweep", flush=True)
+        t0 = time.perf_counter()
+        space = sweep_space(start, hardware.detect())
+        out["sweep_space"] = {k: [str(v) for v in vs] for k, vs in space.items()}
+        swept = tfwb.sweep(start, space)
+        out["sweep"] = {"runs": swept.runs, "wall_s": round(time.perf_counter() - t0, 1),
+                        "winner": swept.winner.label if swept.winner else None,
+                        "changes": swept.winner.config.diff(start) if swept.winner else {},
+                        "error": swept.error}
+        winner = swept.winner.config.replace(steps=start.steps, label="") if swept.winner else None
+    if winner is not None:
         cmp = compare_interleaved(winner, tuning.best, rounds=args.rounds)
         out["tune_vs_sweep"] = {"verdict": cmp.verdict, "speedup": round(cmp.speedup, 3), "text": cmp.text()}
         out["share_of_winner"] = round(cmp.speedup, 3)
@@ -165,6 +172,22 @@ def one_start(name: str, args) -> dict:
     out["goal_met"] = (out.get("share_of_winner", 1.0) >= 0.9 and out["time_ratio"] <= 1 / 3
                        and out["wrong_keeps"] == 0)
     return out
+
+
+def recorded_sweeps(paths: str, size: str) -> dict:
+    """``{start: {"sweep": ..., "sweep_space": ...}}`` from earlier results of the same size: a sweep costs
+    5 to 9 minutes a start on 2 cores, and its winner does not depend on the tune being measured."""
+    found = {}
+    for path in filter(None, paths.split(",")):
+        with open(path, encoding="utf-8") as fh:
+            old = json.load(fh)
+        if old.get("size") != size:
+            raise SystemExit(f"--sweeps-from {path}: its size is {old.get('size')!r}, not {size!r}")
+        for r in old["starts"]:
+            if r.get("sweep") and not r["sweep"].get("error"):
+                sweep = dict(r["sweep"], recorded=r["sweep"].get("recorded") or f"{path} ({old['when']})")
+                found[r["start"]] = {"sweep": sweep, "sweep_space": r.get("sweep_space")}
+    return found
 
 
 def markdown(res: dict) -> str:
@@ -183,6 +206,9 @@ def markdown(res: dict) -> str:
         lines += ["", f"## {r['start']}", ""]
         if r.get("sweep_space"):
             lines += [f"The sweep's space: `{r['sweep_space']}`.", ""]
+        if (r.get("sweep") or {}).get("recorded"):
+            lines += [f"The sweep's runs, seconds and winner are those recorded in {r['sweep']['recorded']} "
+                      "(`--sweeps-from`); the interleaved comparison of the two winners is this run's.", ""]
         lines += ["Tune:", "", "```", r["tune"]["text"], "```"]
         for check in r["rechecks"]:
             lines.append(f"- re-check of kept {check['change']}: {check['text']}")
@@ -196,6 +222,8 @@ def main(argv=None) -> int:
     p.add_argument("--max-runs", type=int, default=4)
     p.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default: 10 small, 30 full)")
     p.add_argument("--out", default="benchmarks/results/tune")
+    p.add_argument("--sweeps-from", default="", help="results JSON files (comma-separated) whose sweeps to reuse "
+                                                     "for their starts of the same size, instead of sweeping again")
     args = p.parse_args(argv)
     starts = [s for s in args.starts.split(",") if s]
     bad = [s for s in starts if s not in STARTS]
@@ -203,6 +231,7 @@ def main(argv=None) -> int:
         p.error(f"--starts {bad} not allowed; pick from {','.join(STARTS)}")
     if args.rounds is None:
         args.rounds = 10 if args.size == "small" else 30
+    args.recorded_sweeps = recorded_sweeps(args.sweeps_from, args.size)
     res = {"size": args.size, "machine": hardware.describe(hardware.detect()), "python": platform.python_version(),
            "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "command": "python benchmarks/tune.py " + " ".join(argv if argv is not None else sys.argv[1:]),

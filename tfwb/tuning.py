@@ -164,9 +164,10 @@ def candidates(result: RunResult, diagnosis: Optional[Diagnosis] = None, hardwar
             input knobs' bounds when ``result`` did not (a run of several steps a call).
 
     Returns:
-        ``(to_try, skipped)``: ``Candidate`` tuples; ``to_try`` ranked, strict bounds above the
-        noise first (largest first), then bounds that are unknown or not strict (an input knob on
-        a CPU can gain more than its input-wait bound).
+        ``(to_try, skipped)``: ``Candidate`` tuples; ``to_try`` ranked: known bounds largest first
+        (one that is not strict, an input knob on a CPU, by its size too), unknown ones last; on
+        equal bounds, ``cache`` first on a run that reads its data at least twice (it removes work,
+        the others overlap it), and steps per call before XLA (it compiles nothing).
 
     Example:
         >>> from tfwb.records import RunResult
@@ -180,25 +181,35 @@ def candidates(result: RunResult, diagnosis: Optional[Diagnosis] = None, hardwar
     machine = advice.machine_of(result) if hardware is None else Machine.of(hardware)
     diagnosis = diagnosis if diagnosis is not None else diagnose(result, machine)
     tried_set = {(k, repr(v)) for k, v in tried}
+    offers = _offers(cfg, machine)
+    offers_cache = any(knob == "cache" for knob, _ in offers)
+    epoch = epoch_examples(cfg) if epoch_examples is not None and offers_cache else None
     to_try: List[Candidate] = []
     skipped: List[Candidate] = []
-    for knob, value in _offers(cfg, machine):
+    for knob, value in offers:
         measured = result
         if knob in INPUT_BOUND_KNOBS and result.input_wait_fraction is None and input_reference is not None:
             measured = input_reference      # this run did not measure its wait (several steps a call)
         b = diagnosis.bound_for(knob)
         if b is None or b.value != value or measured is not result:
             b = bound(measured, knob, value)
-        skip = _skip_reason(measured, cfg, knob, value, b, machine, tried_set, noise, epoch_examples)
+        skip = _skip_reason(measured, cfg, knob, value, b, machine, tried_set, noise, epoch)
         (skipped if skip else to_try).append(Candidate(knob, value, b, skip))
-    # On equal bounds (steps per call and XLA share 1 / (wait + MFU)), the change that compiles nothing first.
-    to_try.sort(key=lambda c: (*c.rank, c.knob != "steps_per_execution", advice.ADVICE[c.knob].priority(cfg)))
+    # On equal bounds, the change that removes work first: the input knobs share 1 / (1 - wait), and of them
+    # only a cache removes work (the decoding of every epoch after the first), where the others overlap it,
+    # so it goes first on a run that reads its data at least twice; on a CPU it also frees the cores the
+    # pipeline took from the step. Steps per call and XLA share 1 / (wait + MFU): the one that compiles
+    # nothing first.
+    reuses = bool(epoch) and run_examples(cfg) >= 2 * epoch
+    to_try.sort(key=lambda c: (*c.rank, not (c.knob == "cache" and reuses), c.knob != "steps_per_execution",
+                               advice.ADVICE[c.knob].priority(cfg)))
     return tuple(to_try), tuple(skipped)
 
 
 def _skip_reason(result: RunResult, cfg: RunConfig, knob: str, value: Any, b: Bound, machine: Machine,
-                 tried: Set[Tuple[str, str]], noise: stats.NoiseBand, epoch_examples) -> str:
-    """Why ``knob=value`` is not worth a trial on ``cfg`` (``""``: it is); ``result``: the run its bound read."""
+                 tried: Set[Tuple[str, str]], noise: stats.NoiseBand, epoch: Optional[int]) -> str:
+    """Why ``knob=value`` is not worth a trial on ``cfg`` (``""``: it is); ``result``: the run its bound read;
+    ``epoch``: examples in one epoch (None: not known)."""
     if (knob, repr(value)) in tried:
         return "tried already"
     if knob in expect.RULES:
@@ -211,10 +222,9 @@ def _skip_reason(result: RunResult, cfg: RunConfig, knob: str, value: Any, b: Bo
         quiet = (result.input_wait_fraction or 0.0) < MODERATE_INPUT_FRACTION and knob != "data_source"
         if b.strict or quiet:
             return f"its bound {speedup_text(b.speedup)} is within the noise (\u00b1{noise.pct:.0f} %): {b.text}"
-    if knob == "cache" and epoch_examples is not None:
-        epoch = epoch_examples(cfg)
+    if knob == "cache" and epoch is not None:
         need = run_examples(cfg)
-        if epoch is not None and need < epoch:
+        if need < epoch:
             return (f"the run reads {need:,} examples, less than one epoch ({epoch:,}): every element is read "
                     "once, so a cache cannot be reused, and filling it costs a whole epoch")
     return ""
