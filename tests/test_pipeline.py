@@ -334,8 +334,9 @@ def my_data(cfg):
 tfwb.register_workload("mine", model_fn=my_model, data_fn=my_data,
                        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 folder = tempfile.mkdtemp()
-runs = [RunConfig(workload="mine", prefetch=True, cache=True, mixed_precision="mixed_bfloat16"),
-        RunConfig(workload="mine", prefetch=True, cache=os.path.join(folder, "mine"))]
+short = dict(steps=3, warmup_steps=1)   # a cache is filled before the first step: a few steps show its notes
+runs = [RunConfig(workload="mine", prefetch=True, cache=True, mixed_precision="mixed_bfloat16", **short),
+        RunConfig(workload="mine", prefetch=True, cache=os.path.join(folder, "mine"), **short)]
 for workload in ("images", "mlp"):
     for cache in (True, os.path.join(folder, workload)):
         runs.append(RunConfig(workload=workload, size="small", batch_size=16, steps=3, warmup_steps=1,

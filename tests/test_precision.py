@@ -305,9 +305,12 @@ def test_out_of_memory_near_the_limit_as_a_library_failure_is_too_large(monkeypa
             raise error
         return None
 
+    collected = []                          # each try frees its model before the next; a full collection
+    monkeypatch.setattr(precision.gc, "collect", lambda *a: collected.append(a) or 0)  # costs ~1 s in this process
     monkeypatch.setattr(precision, "run", fake_run)
     r = largest_batch(RunConfig(workload="text", batch_size=64), device="gpu", tolerance=0)
     assert r.batch_size == 512 and (1024, False) in r.tried, r.tried
+    assert len(collected) == len(r.tried)
     assert not is_out_of_memory(tf.errors.InternalError(None, None, "CUBLAS_STATUS_EXECUTION_FAILED"))
 
 

@@ -626,13 +626,19 @@ def test_choose_size_measures_a_full_step_and_sets_what_auto_means(monkeypatch):
     from tfwb.tf.lab import sizing
 
     monkeypatch.delenv("TFWB_FAST", raising=False)
+    probes = []
+    real_run = sizing.run
+    monkeypatch.setattr(sizing, "run", lambda cfg: probes.append((cfg, real_run(cfg))) or probes[-1][1])
     try:
         slow = sizing.choose_size(budget_s=1e-6, steps=1)       # any real step is over this budget
         assert slow.size == "small" and slow.step_s > 0 and "over the" in slow.reason
+        assert probes[0][0].size == "full" and probes[0][1].median_step_s == slow.step_s
         assert RunConfig().resolved_size == "small"
         assert slow.estimate_s(10) == pytest.approx(10 * slow.step_s)
+        # The same measured step against a budget it fits (a full-size step costs 0.2 to 1.1 s: measured once)
+        monkeypatch.setattr(sizing, "run", lambda cfg: probes[0][1])
         fast = sizing.choose_size(budget_s=1e6, steps=1)
-        assert fast.size == "full" and RunConfig().resolved_size == "full"
+        assert fast.size == "full" and fast.step_s == slow.step_s and RunConfig().resolved_size == "full"
     finally:
         config.set_auto_size(None)
     monkeypatch.setenv("TFWB_FAST", "1")
