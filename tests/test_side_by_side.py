@@ -35,15 +35,20 @@ def test_a_short_interleaved_comparison_returns_paired_rounds(monkeypatch):
     real = interleave.timed_steps
     monkeypatch.setattr(interleave, "timed_steps",
                         lambda p, n, *a, **kw: calls.append((p.cfg.steps_per_execution, n)) or real(p, n, *a, **kw))
+    asked = []
     cmp = interleave.compare_interleaved(cfg, cfg.replace(steps_per_execution=8), rounds=6, steps_per_round=2,
-                                         progress=lambda done, total: seen.append((done, total)))
+                                         progress=lambda done, total: seen.append((done, total)),
+                                         stop_early=lambda b, c, n: asked.append((len(b), len(c), n)) or len(b) == 5)
     # Turns count steps, not calls: 1 settle step + 2 measured steps is 3 calls at 1 step a call, and one
     # call of 8 steps for each part at 8 steps a call (the same turn in calls was 24 steps).
     turns = {spe: [n for s_, n in calls if s_ == spe] for spe in (1, 8)}
-    assert turns[1] == [2] + [3] * 7 and turns[8] == [1] + [2] * 7      # warm-up, the cold turn, 6 rounds
+    assert turns[1] == [2] + [3] * 6 and turns[8] == [1] + [2] * 6      # warm-up, the cold turn, 5 rounds
     assert isinstance(cmp, stats.RoundsComparison)
-    assert cmp.rounds == 6 and len(cmp.baseline_s) == len(cmp.candidate_s) == 6
+    # stop_early is asked after every round but the last, and ended the comparison after round 5 of 6
+    assert asked == [(r, r, 6) for r in range(1, 6)]
+    assert cmp.rounds == 5 and len(cmp.baseline_s) == len(cmp.candidate_s) == 5
+    assert cmp.planned_rounds == 6 and cmp.stopped_early and cmp.method.endswith("stopped early after 5")
     assert all(t > 0 for t in cmp.baseline_s + cmp.candidate_s)
-    assert cmp.verdict in (stats.FASTER, stats.SLOWER, stats.NO_DIFFERENCE)
+    assert cmp.verdict == stats.TOO_FEW_ROUNDS           # 5 rounds: fewer than the 6 a sign test decides on
     assert cmp.method.startswith("alternating warm blocks of 2 steps")
-    assert seen[-1] == (6, 6) and len(seen) == 6
+    assert seen[-1] == (5, 6) and len(seen) == 5

@@ -346,3 +346,25 @@ def test_rounds_text_never_prints_a_bare_ratio():
     assert fast.text().startswith("1.04x faster: no significant difference (") and "faster in 5 of 8" in fast.text()
     few = stats.compare_rounds([1.0] * 3, [0.5] * 3)
     assert few.text().startswith("2.00x faster: too few rounds to tell")
+
+
+def test_a_comparison_stopped_once_settled_makes_the_decision_all_its_rounds_would():
+    # tfwb.tune stops a comparison once "faster or not" is settled: on 3,000 random 10- and 30-round
+    # sequences (ties included), the early decision is always the full one, and it often stops early.
+    rng = random.Random(7)
+    stopped = 0
+    for trial in range(3000):
+        n = 10 if trial % 2 else 30
+        drift = rng.choice((0.9, 0.97, 1.0, 1.03, 1.1))
+        base = [1.0] * n
+        cand = [rng.choice((drift * rng.uniform(0.9, 1.1), 1.0)) for _ in range(n)]
+        full = stats.compare_rounds(base, cand).verdict == stats.FASTER
+        for r in range(1, n + 1):
+            settled = stats.faster_settled(base[:r], cand[:r], n)
+            if settled is not None:
+                assert settled == full, (base, cand, r)
+                stopped += r < n
+                break
+        else:
+            pytest.fail("not settled after every round")
+    assert stopped > 1000

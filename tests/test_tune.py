@@ -50,18 +50,24 @@ class Compare:
     """compare(best, candidate, rounds=, settle_steps=, progress=) on ``machine_speed``'s times."""
 
     def __init__(self, speed=machine_speed, on_round=None):
-        self.speed, self.on_round, self.calls = speed, on_round, []
+        self.speed, self.on_round, self.calls, self.rounds = speed, on_round, [], []
 
-    def __call__(self, a, b, *, rounds=None, settle_steps=1, progress=None):
+    def __call__(self, a, b, *, rounds=None, settle_steps=1, progress=None, stop_early=None):
         self.calls.append((a, b, settle_steps))
         n = rounds or 10
         wiggle = [1 + 0.001 * ((i % 3) - 1) for i in range(n)]
+        times = ([], [])
         for r in range(n):
             if self.on_round is not None:
                 self.on_round(r)
+            times[0].append(self.speed(a) * wiggle[r])
+            times[1].append(self.speed(b))
             if progress is not None:
                 progress(r + 1, n)
-        return stats.compare_rounds([self.speed(a) * w for w in wiggle], [self.speed(b) for _ in wiggle])
+            if stop_early is not None and r + 1 < n and stop_early(*times, n):
+                break
+        self.rounds.append(len(times[0]))
+        return stats.compare_rounds(*times, planned_rounds=n)
 
 
 def cfg(**kw):
@@ -124,10 +130,16 @@ def test_tune_keeps_what_is_faster_reverts_what_is_not_and_appends_to_the_histor
     path = tmp_path / "runs.jsonl"
     History(path).append(make_result(cfg(label="earlier")))
     seen = []
-    t = tune(cfg(), max_runs=4, runner=Runner(), compare=Compare(), history_path=path, progress=seen.append)
+    compare = Compare()
+    t = tune(cfg(), max_runs=4, runner=Runner(), compare=compare, history_path=path, progress=seen.append)
     decisions = {tr.change: tr.decision for tr in t.trials}
     assert decisions["steps_per_execution=8"] == KEPT
     assert decisions["jit_compile=True"] == REVERTED
+    # Each comparison stops once "faster or not" is settled: 9 faster rounds of 10 keep it whatever the
+    # 10th says; 2 slower ones put 9 of 10 out of reach.
+    assert compare.rounds[:2] == [9, 2]
+    assert "stopped after 2 of 10 rounds (faster in 0 of them; 10 rounds call a change faster only when it " \
+           "is faster in 9)" in t.trials[1].reason
     assert t.best.steps_per_execution == 8 and not t.best.jit_compile
     kept = t.trials[0]
     assert kept.speedup == pytest.approx(1 / 0.6, rel=0.01) and kept.ci_low <= kept.speedup <= kept.ci_high
@@ -267,7 +279,7 @@ def test_the_tune_button_runs_in_the_background_and_stop_keeps_the_finished_tria
     seen = []
 
     def click_stop_in_the_second_comparison(r):
-        if len(comparer.calls) == 2 and r == 3:
+        if len(comparer.calls) == 2 and r == 1:     # its second round (a losing change stops after two)
             seen.append((wb.running, wb.tune_button.disabled, wb.stop_button.disabled))
             wb.stop_button.click()
     comparer.on_round = click_stop_in_the_second_comparison

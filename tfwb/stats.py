@@ -455,6 +455,8 @@ class RoundsComparison:
             ``too few rounds to tell``.
         baseline_s, candidate_s: each round's time of each configuration (s).
         method: how the rounds were measured (e.g. ``"warm blocks of 10 steps"``).
+        planned_rounds: the rounds it was to measure (``rounds`` unless it stopped early,
+            ``tfwb.compare_interleaved(stop_early=...)``).
     """
 
     speedup: float
@@ -468,6 +470,12 @@ class RoundsComparison:
     baseline_s: Tuple[float, ...] = ()
     candidate_s: Tuple[float, ...] = ()
     method: str = ""
+    planned_rounds: int = 0
+
+    @property
+    def stopped_early(self) -> bool:
+        """True when the comparison stopped before its planned rounds (its answer was settled)."""
+        return self.planned_rounds > self.rounds
 
     @property
     def ratio(self) -> float:
@@ -514,8 +522,49 @@ class RoundsComparison:
         return f"{head} ({self.coverage * 100:.0f} % CI {lo:.2f}-{hi:.2f}x; {count})"
 
 
+def rounds_to_call_faster(rounds: int) -> Optional[int]:
+    """The fewest rounds, of ``rounds``, the candidate must be faster in to be called faster (None: it cannot be,
+    with fewer than ``MIN_ROUNDS_TO_COMPARE`` rounds).
+
+    Example:
+        >>> rounds_to_call_faster(10), rounds_to_call_faster(6), rounds_to_call_faster(5)
+        (9, 6, None)
+    """
+    if rounds < MIN_ROUNDS_TO_COMPARE:
+        return None
+    return next((k for k in range(rounds // 2 + 1, rounds + 1) if sign_test_p(k, rounds) <= ALPHA), None)
+
+
+def faster_settled(baseline: Sequence[float], candidate: Sequence[float], rounds: int) -> Optional[bool]:
+    """Whether ``rounds`` paired rounds, of which these are the first, will call the candidate faster.
+
+    True when they will whatever the remaining rounds say, False when they no longer can (even
+    if every remaining round is faster), None while that is open. A comparison that asks only
+    "faster or not" (``tfwb.tune`` keeps a change only if it is called faster) can stop at a
+    settled answer: its decision is the one all the rounds would give, and a change that
+    cannot win stops after a few rounds instead of all of them.
+
+    Example:
+        >>> faster_settled([1.0, 1.0], [1.1, 1.2], 10)        # slower twice: 9 of 10 is out of reach
+        False
+        >>> faster_settled([1.0] * 9, [0.9] * 9, 10), faster_settled([1.0] * 3, [0.9] * 3, 10)
+        (True, None)
+    """
+    ratios = [b / c for b, c in zip(baseline, candidate)]
+    faster, slower = sum(r > 1 for r in ratios), sum(r < 1 for r in ratios)
+    left = rounds - len(ratios)
+    if rounds < MIN_ROUNDS_TO_COMPARE:
+        return False
+    best = faster + left                       # every remaining round faster (a tie only lowers the count)
+    if not (best > slower and sign_test_p(best, best + slower) <= ALPHA):
+        return False
+    if faster > slower + left and sign_test_p(faster, faster + slower + left) <= ALPHA:
+        return True                            # every remaining round slower cannot undo it
+    return None
+
+
 def compare_rounds(baseline: Sequence[float], candidate: Sequence[float], *,
-                   method: str = "") -> RoundsComparison:
+                   method: str = "", planned_rounds: Optional[int] = None) -> RoundsComparison:
     """Decide from paired rounds: ``baseline[i]`` and ``candidate[i]`` measured side by side.
 
     Each round's ratio ``baseline[i] / candidate[i]`` compares two measurements taken
@@ -528,6 +577,7 @@ def compare_rounds(baseline: Sequence[float], candidate: Sequence[float], *,
     Args:
         baseline, candidate: per-round times (s), one pair per round.
         method: recorded in the result (how the rounds were measured).
+        planned_rounds: the rounds the comparison was to take when it stopped early (default: these).
 
     Raises:
         ValueError: for unequal lengths, no rounds or non-positive times.
@@ -560,4 +610,5 @@ def compare_rounds(baseline: Sequence[float], candidate: Sequence[float], *,
         verdict = NO_DIFFERENCE
     return RoundsComparison(speedup=speedup, low=low, high=high, coverage=coverage, rounds=n,
                             faster_rounds=faster, p_value=p, verdict=verdict,
-                            baseline_s=tuple(b), candidate_s=tuple(c), method=method)
+                            baseline_s=tuple(b), candidate_s=tuple(c), method=method,
+                            planned_rounds=max(n, planned_rounds or n))

@@ -14,7 +14,9 @@ run, and ``tfwb.advice``'s bound of what each knob can gain) and measurement:
    float16 arithmetic), or when it was tried already.
 3. The top candidate is compared with the current best in an interleaved comparison
    (``tfwb.compare_interleaved``: alternating warm blocks, so the machine's drift cancels);
-   "no significant difference" or slower reverts it at once. Only a candidate called faster
+   "no significant difference" or slower reverts it at once; the comparison stops as soon as
+   its answer to "faster or not?" is settled (``stats.faster_settled``: after two slower rounds
+   of ten, nine of ten are out of reach), which changes no decision. Only a candidate called faster
    runs once, as long as the start, for its loss and its diagnosis: it is kept when it still
    trains (``tfwb.search.loss_rule.judge`` against the start run, at equal examples: the
    sweep's rule). A kept candidate becomes the best, and its run's diagnosis the next one.
@@ -74,7 +76,7 @@ INTERRUPTED = "interrupted by the user"
 
 #: ``runner(cfg, observers) -> RunResult`` (``tfwb.run``).
 Runner = Callable[[RunConfig, Sequence[Observer]], RunResult]
-#: ``compare(best, candidate, rounds=..., settle_steps=..., progress=...) -> stats.RoundsComparison``.
+#: ``compare(best, candidate, rounds=..., settle_steps=..., progress=..., stop_early=...) -> stats.RoundsComparison``.
 Comparer = Callable[..., stats.RoundsComparison]
 
 
@@ -466,7 +468,7 @@ def tune(baseline: RunConfig, *, max_runs: int = 4, history_path: "Optional[os.P
         observers: given to every run, besides the stop flag.
         progress: called with one line of text as the tune goes (each trial's start and verdict).
         runner: ``runner(cfg, observers) -> RunResult``; default ``tfwb.run``.
-        compare: ``compare(best, candidate, rounds=, settle_steps=, progress=) ->
+        compare: ``compare(best, candidate, rounds=, settle_steps=, progress=, stop_early=) ->
             stats.RoundsComparison``; default ``tfwb.compare_interleaved``.
         noise: bounds within this band are not worth a trial (default ``stats.DEFAULT_NOISE``).
         stop: a ``StopFlag`` another thread (a Stop button) may set; Ctrl-C sets it too.
@@ -534,6 +536,11 @@ def tune(baseline: RunConfig, *, max_runs: int = 4, history_path: "Optional[os.P
         if flag.is_set:
             raise _Stopped()
 
+    def settled(best_times: Sequence[float], cand_times: Sequence[float], total: int) -> bool:
+        # A trial asks only "faster or not": once the answer cannot change, the remaining rounds are not run
+        # (a change that loses stops after a few rounds; the decision is the one all the rounds would give).
+        return stats.faster_settled(best_times, cand_times, total) is not None
+
     trials: List[Trial] = []
     tried: List[Tuple[str, Any]] = []
     compare_s, runs, interrupted, why_stop = 0.0, 0, False, ""
@@ -577,7 +584,8 @@ def tune(baseline: RunConfig, *, max_runs: int = 4, history_path: "Optional[os.P
                 took = [0.0]
                 trial = _decide(c, start_res, best_cfg, cand_cfg, baseline.steps, tolerance, took,
                                 lambda a, b, settle: compare(a, b, rounds=rounds, settle_steps=settle,
-                                                             progress=rounds_done), run_one, clock)
+                                                             progress=rounds_done, stop_early=settled),
+                                run_one, clock)
                 compare_s += took[0]
                 if trial.decision == KEPT:
                     best_cfg, best_res = cand_cfg, trial.result
@@ -615,6 +623,11 @@ def _decide(c: Candidate, start_res: RunResult, best_cfg: RunConfig, cand_cfg: R
         took[0] = clock() - tc
     measured = dict(speedup=cmp.speedup, ci_low=cmp.low, ci_high=cmp.high, comparison=cmp.text(), compare_s=took[0])
     why = f"interleaved against the best so far: {cmp.verdict} (faster in {cmp.faster_rounds} of {cmp.rounds} rounds)"
+    if cmp.stopped_early and cmp.verdict != stats.FASTER:
+        need = stats.rounds_to_call_faster(cmp.planned_rounds)
+        why = (f"interleaved against the best so far: it can no longer be called faster, so the comparison "
+               f"stopped after {cmp.rounds} of {cmp.planned_rounds} rounds (faster in {cmp.faster_rounds} of "
+               f"them; {cmp.planned_rounds} rounds call a change faster only when it is faster in {need})")
     if cmp.verdict != stats.FASTER:
         return Trial(c.knob, c.value, c.change, c.bound, REVERTED, why, **measured)
     res = run(cand_cfg)

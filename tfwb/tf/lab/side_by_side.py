@@ -47,6 +47,9 @@ DEFAULT_STEPS_PER_ROUND = 3
 DEFAULT_WARM_ROUNDS = 30
 DEFAULT_WHOLE_RUN_ROUNDS = 10
 
+#: ``stop_early(baseline_times, candidate_times, rounds) -> bool``, after each round.
+StopEarly = Callable[[List[float], List[float], int], bool]
+
 
 def round_order(round_index: int) -> Tuple[int, int]:
     """Which configuration goes first in a round: ``(0, 1)`` on even rounds, ``(1, 0)`` on odd.
@@ -79,7 +82,8 @@ def _per_step(times_s: List[float], cfg: RunConfig) -> List[float]:
 def compare_interleaved(baseline: RunConfig, candidate: RunConfig, *, rounds: Optional[int] = None,
                         steps_per_round: Optional[int] = None, settle_steps: int = 1,
                         warm: Optional[bool] = None,
-                        progress: Optional[Callable[[int, int], None]] = None) -> stats.RoundsComparison:
+                        progress: Optional[Callable[[int, int], None]] = None,
+                        stop_early: Optional[StopEarly] = None) -> stats.RoundsComparison:
     """Alternate short turns of ``baseline`` and ``candidate`` and compare them round by round.
 
     Args:
@@ -93,6 +97,10 @@ def compare_interleaved(baseline: RunConfig, candidate: RunConfig, *, rounds: Op
             ``tfwb.run`` for every turn; ``None`` (default) picks warm blocks where
             ``can_warm_interleave`` allows.
         progress: called as ``progress(rounds_done, rounds)``.
+        stop_early: called after each round as ``stop_early(baseline_times, candidate_times,
+            rounds)``; True ends the comparison there, decided on the rounds done, and its
+            ``method`` says so (e.g. ``lambda b, c, n: tfwb.stats.faster_settled(b, c, n) is not
+            None``, for a caller that asks only whether the candidate is faster).
 
     Returns:
         A ``tfwb.stats.RoundsComparison``: ``verdict``, ``speedup`` (baseline time /
@@ -123,13 +131,23 @@ def compare_interleaved(baseline: RunConfig, candidate: RunConfig, *, rounds: Op
     if warm:
         rounds = rounds or DEFAULT_WARM_ROUNDS
         k = steps_per_round or DEFAULT_STEPS_PER_ROUND
-        times = _warm_rounds(configs, rounds, k, settle_steps, progress)
+        times = _warm_rounds(configs, rounds, k, settle_steps, progress, stop_early)
         method = f"alternating warm blocks of {k} steps (after {settle_steps} settle steps), {rounds} rounds"
     else:
         rounds = rounds or DEFAULT_WHOLE_RUN_ROUNDS
-        times = _whole_run_rounds(configs, rounds, steps_per_round, progress)
+        times = _whole_run_rounds(configs, rounds, steps_per_round, progress, stop_early)
         method = f"alternating whole runs, {rounds} rounds"
-    return stats.compare_rounds(times[0], times[1], method=method)
+    if len(times[0]) < rounds:
+        method += f", stopped early after {len(times[0])}"
+    return stats.compare_rounds(times[0], times[1], method=method, planned_rounds=rounds)
+
+
+
+def _round_done(times, r: int, rounds: int, progress, stop_early) -> bool:
+    """Report round ``r`` (0-based) done; True when ``stop_early`` ends the comparison here."""
+    if progress is not None:
+        progress(r + 1, rounds)
+    return stop_early is not None and r + 1 < rounds and bool(stop_early(times[0], times[1], rounds))
 
 
 def _calls(steps: int, cfg: RunConfig) -> int:
@@ -142,7 +160,8 @@ def _calls(steps: int, cfg: RunConfig) -> int:
     return -(-steps // cfg.steps_per_execution)
 
 
-def _warm_rounds(configs, rounds: int, k: int, settle: int, progress) -> Tuple[List[float], List[float]]:
+def _warm_rounds(configs, rounds: int, k: int, settle: int, progress,
+                 stop_early: Optional[StopEarly] = None) -> Tuple[List[float], List[float]]:
     """Warm blocks: ``k`` measured steps a turn after ``settle`` steps, in whole calls of each configuration's
     ``steps_per_execution`` (a turn of 3 steps at 8 steps a call is one call, not 24 steps)."""
     t0 = time.perf_counter()
@@ -166,13 +185,14 @@ def _warm_rounds(configs, rounds: int, k: int, settle: int, progress) -> Tuple[L
                 cfg = configs[which]
                 log = turn(built[which], cfg)
                 times[which].append(stats.median(_per_step(log.times_s[_calls(settle, cfg):], cfg)))
-            if progress is not None:
-                progress(r + 1, rounds)
+            if _round_done(times, r, rounds, progress, stop_early):
+                break
     native.replay(drop=is_tf_log)
     return times
 
 
-def _whole_run_rounds(configs, rounds: int, steps: Optional[int], progress) -> Tuple[List[float], List[float]]:
+def _whole_run_rounds(configs, rounds: int, steps: Optional[int], progress,
+                      stop_early: Optional[StopEarly] = None) -> Tuple[List[float], List[float]]:
     times: Tuple[List[float], List[float]] = ([], [])
     for r in range(rounds):
         for which in round_order(r):
@@ -183,6 +203,6 @@ def _whole_run_rounds(configs, rounds: int, steps: Optional[int], progress) -> T
                 raise RuntimeError(f"the {name} run of round {r + 1} did not finish: "
                                    f"{result.status}: {result.error or 'no measured steps'}")
             times[which].append(stats.median(_per_step(list(result.step_times_s), cfg)))
-        if progress is not None:
-            progress(r + 1, rounds)
+        if _round_done(times, r, rounds, progress, stop_early):
+            break
     return times
