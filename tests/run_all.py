@@ -259,13 +259,16 @@ def ensure_venv() -> Optional[Path]:
     """``.venv/bin/python``, created when missing and brought up to requirements.txt; None when pip failed.
 
     This is the README's first command without JupyterLab: ``python3 -m venv .venv`` and
-    ``pip install -q -r requirements.txt`` (a no-op when everything is installed).
+    ``pip install -q -r requirements.txt`` (a no-op when everything is installed), with ``--no-compile``:
+    the same packages, whose modules Python compiles when something first imports them. Compiling all of
+    TensorFlow's at install took CPU from the other environments' builds and the first tests, for
+    modules nothing imports.
     """
     venv_python = VENV / "bin" / "python"
     t0 = time.perf_counter()
     if not venv_python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True, timeout=300)
-    proc = subprocess.run([str(venv_python), "-m", "pip", "install", "-q", "-r", "requirements.txt"],
+    proc = subprocess.run([str(venv_python), "-m", "pip", "install", "-q", "--no-compile", "-r", "requirements.txt"],
                           cwd=ROOT, env=_clean_env(), timeout=3600)
     if proc.returncode != 0:
         print(f"run_all: installing requirements.txt into {VENV.name} failed (pip exit {proc.returncode})",
