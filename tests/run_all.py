@@ -260,9 +260,8 @@ def ensure_venv() -> Optional[Path]:
 
     This is the README's first command without JupyterLab: ``python3 -m venv .venv`` and
     ``pip install -q -r requirements.txt`` (a no-op when everything is installed), with ``--no-compile``:
-    the same packages, whose modules Python compiles when something first imports them. Compiling all of
-    TensorFlow's at install took CPU from the other environments' builds and the first tests, for
-    modules nothing imports.
+    the same packages, whose modules Python compiles (and caches: ``main`` lets it write bytecode) when
+    something first imports them, instead of compiling all of TensorFlow's beside the other builds.
     """
     venv_python = VENV / "bin" / "python"
     t0 = time.perf_counter()
@@ -335,6 +334,11 @@ def main(argv: List[str]) -> int:
     skip_ui, skip_slow, refresh = (f in argv for f in flags)
     extra = [a for a in argv if a not in flags]
     os.environ.setdefault("TFWB_FAST", "1")
+    # Python may write bytecode: with PYTHONDONTWRITEBYTECODE=1 (set on some build machines) every process
+    # compiled TensorFlow's modules from source again, 17 s of CPU an import instead of 5 s on a 2-core AVX2
+    # machine, in each of the chapters' kernels and the tests' subprocesses. The venvs are installed with
+    # --no-compile, so the first import of a module compiles it once, for every later process.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     marks = "not ui" + (" and not slow" if skip_slow else "")
     rcs = []
     pytest_ = ["-m", "pytest", "-p", "no:cacheprovider"]

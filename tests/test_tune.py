@@ -138,6 +138,7 @@ def test_tune_keeps_what_is_faster_reverts_what_is_not_and_appends_to_the_histor
     # Each comparison stops once "faster or not" is settled: 9 faster rounds of 10 keep it whatever the
     # 10th says; 2 slower ones put 9 of 10 out of reach.
     assert compare.rounds[:2] == [9, 2]
+    assert [row["compare_s"] for row in t.to_dict()["trials"][:2]] == [tr.compare_s for tr in t.trials[:2]]
     assert "stopped after 2 of 10 rounds (faster in 0 of them; 10 rounds call a change faster only when it " \
            "is faster in 9)" in t.trials[1].reason
     assert t.best.steps_per_execution == 8 and not t.best.jit_compile

@@ -353,7 +353,7 @@ class Tuning:
                 "gain": self.gain, "runs": self.runs, "compare_s": self.compare_s, "wall_s": self.wall_s,
                 "interrupted": self.interrupted, "stop": self.stop, "max_runs": self.max_runs,
                 "headroom": self.headroom(),
-                "trials": [dict(row, speedup=t.speedup, ci_low=t.ci_low, ci_high=t.ci_high,
+                "trials": [dict(row, speedup=t.speedup, ci_low=t.ci_low, ci_high=t.ci_high, compare_s=t.compare_s,
                                 bound_speedup=t.bound.speedup if t.bound is not None else None)
                            for row, t in zip(self.table(), self.trials + self.skipped)]}
 
