@@ -141,6 +141,8 @@ def test_tune_keeps_what_is_faster_reverts_what_is_not_and_appends_to_the_histor
     assert [row["compare_s"] for row in t.to_dict()["trials"][:2]] == [tr.compare_s for tr in t.trials[:2]]
     assert "stopped after 2 of 10 rounds (faster in 0 of them; 10 rounds call a change faster only when it " \
            "is faster in 9)" in t.trials[1].reason
+    assert t.trials[1].measured_text().startswith("0.83x over 2 rounds (")     # a range, not an interval
+    assert t.trials[0].measured_text().startswith("1.67x (CI ")
     assert t.best.steps_per_execution == 8 and not t.best.jit_compile
     kept = t.trials[0]
     assert kept.speedup == pytest.approx(1 / 0.6, rel=0.01) and kept.ci_low <= kept.speedup <= kept.ci_high

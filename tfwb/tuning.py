@@ -247,6 +247,9 @@ class Trial:
         reason: why, in words.
         result: the candidate's run (None: it did not run).
         compare_s: seconds the comparison took.
+        rounds: the rounds it measured (None: not compared); fewer than
+            ``stats.MIN_ROUNDS_TO_COMPARE`` when it stopped early, and then ``ci_low``..``ci_high``
+            is only the range of its rounds.
     """
 
     knob: str
@@ -261,6 +264,7 @@ class Trial:
     comparison: str = ""
     result: Optional[RunResult] = None
     compare_s: float = 0.0
+    rounds: Optional[int] = None
 
     def bound_text(self) -> str:
         """``"at most 1.9x"``, ``"bound unknown"``."""
@@ -269,11 +273,16 @@ class Trial:
         return f"at most {speedup_text(self.bound.speedup)}" + ("" if self.bound.strict else " (not strict)")
 
     def measured_text(self) -> str:
-        """``"1.32x (CI 1.25-1.40x)"``, or ``"not measured"``."""
+        """``"1.32x (CI 1.25-1.40x)"``, ``"0.85x over 2 rounds (0.84-0.85x)"`` (too few rounds for an
+        interval: the comparison stopped early), or ``"not measured"``."""
         if self.speedup is None:
             return "not measured"
-        ci = f" (CI {self.ci_low:.2f}-{self.ci_high:.2f}x)" if self.ci_low is not None else ""
-        return f"{self.speedup:.2f}x{ci}"
+        if self.ci_low is None:
+            return f"{self.speedup:.2f}x"
+        spread = f"{self.ci_low:.2f}-{self.ci_high:.2f}x"
+        if self.rounds is not None and self.rounds < stats.MIN_ROUNDS_TO_COMPARE:
+            return f"{self.speedup:.2f}x over {self.rounds} rounds ({spread})"
+        return f"{self.speedup:.2f}x (CI {spread})"
 
     def line(self) -> str:
         """One line: change, bound, measured, decision and reason.
@@ -621,7 +630,8 @@ def _decide(c: Candidate, start_res: RunResult, best_cfg: RunConfig, cand_cfg: R
         return Trial(c.knob, c.value, c.change, c.bound, FAILED, f"the comparison failed: {type(e).__name__}: {e}")
     finally:
         took[0] = clock() - tc
-    measured = dict(speedup=cmp.speedup, ci_low=cmp.low, ci_high=cmp.high, comparison=cmp.text(), compare_s=took[0])
+    measured = dict(speedup=cmp.speedup, ci_low=cmp.low, ci_high=cmp.high, comparison=cmp.text(), compare_s=took[0],
+                    rounds=cmp.rounds)
     why = f"interleaved against the best so far: {cmp.verdict} (faster in {cmp.faster_rounds} of {cmp.rounds} rounds)"
     if cmp.stopped_early and cmp.verdict != stats.FASTER:
         need = stats.rounds_to_call_faster(cmp.planned_rounds)
