@@ -260,6 +260,23 @@ def workbench(runner, **kw):
     return wb
 
 
+def test_the_workbench_gives_tune_the_epoch_when_it_runs_tfwb_run(monkeypatch):
+    # Without the epoch a tune from the Workbench never put the cache first, nor skipped it on a short run:
+    # in the browser, the naive images start (11 epochs) tried interleave first, as before the ranking fix.
+    from tfwb import Workbench
+    from tfwb.ui import controller
+    seen = []
+
+    def fake_tune(cfg, **kw):
+        seen.append(kw["epoch_examples"])
+        raise RuntimeError("stopped before any run")
+    monkeypatch.setattr(controller, "tune_loop", fake_tune)
+    for wb in (Workbench(cfg(workload="images")), workbench(Runner())):   # tfwb.run, then an injected runner
+        with pytest.raises(RuntimeError, match="stopped before any run"):
+            wb.tune(max_runs=1)
+    assert seen[0](RunConfig(workload="images", size="small")) == 256 and seen[1] is None
+
+
 def test_wb_tune_shows_each_trial_and_sets_the_best_knobs(tmp_path):
     path = tmp_path / "runs.jsonl"
     History(path).append(make_result(cfg(label="earlier")))

@@ -452,10 +452,13 @@ class WorkbenchController:
             self._record(result, "Tune")
             return result
 
+        epoch_examples = None
+        if self._runner is None:   # tfwb.run: the epoch's length is known (cache first, or skipped on a short run)
+            from tfwb.tf.lab.tune import epoch_examples
         try:
             try:
                 tuning = tune_loop(cfg, max_runs=max_runs, rounds=rounds, runner=runner, compare=self.compare,
-                                   stop=flag, progress=self.events.on_tune_line)
+                                   stop=flag, progress=self.events.on_tune_line, epoch_examples=epoch_examples)
             except (RuntimeError, KeyboardInterrupt) as e:
                 self.events.on_tune_end(None, e)
                 if raise_errors:
