@@ -218,9 +218,14 @@ def test_an_interrupt_keeps_the_finished_trials_and_says_so():
     comparer = Compare()
     runner = Runner()
     comparer.on_round = lambda r: flag.set("stopped", interrupted=True) if len(comparer.calls) == 2 else None
-    t = tune(cfg(), max_runs=4, runner=runner, compare=comparer, stop=flag)
+    ticks = iter(range(1000))
+    rounds = []
+    t = tune(cfg(), max_runs=4, runner=runner, compare=comparer, stop=flag, clock=lambda: float(next(ticks)),
+             on_round=lambda change, done, total: rounds.append((change, done, total)))
     assert t.interrupted and len(t.trials) == 1 and t.trials[0].decision == KEPT
-    assert "interrupted: the 1 finished trials are kept" in t.text()
+    assert "interrupted: its 1 finished trial is kept" in t.text()
+    assert t.compare_s > t.trials[0].compare_s > 0          # the interrupted comparison's seconds count too
+    assert rounds == [("steps_per_execution=8", r, 10) for r in range(1, 10)]   # the kept trial's 9 rounds
 
 
 # -- python -m tfwb tune ----------------------------------------------------------------------------
@@ -300,15 +305,17 @@ def test_the_tune_button_runs_in_the_background_and_stop_keeps_the_finished_tria
 
     def click_stop_in_the_second_comparison(r):
         if len(comparer.calls) == 2 and r == 1:     # its second round (a losing change stops after two)
-            seen.append((wb.running, wb.tune_button.disabled, wb.stop_button.disabled))
+            seen.append((wb.running, wb.tune_button.disabled, wb.stop_button.disabled, wb.progress_text.value))
             wb.stop_button.click()
     comparer.on_round = click_stop_in_the_second_comparison
     wb.tune_button.click()
     wb.wait(30)
-    assert seen == [(True, True, False)] and set(runner.threads) == {"tfwb-workbench-tune"}
+    # while a trial compares, the bar counts its rounds (it runs nothing else until it is decided)
+    assert seen == [(True, True, False, "jit_compile=True against the best: round 1 / 10")]
+    assert set(runner.threads) == {"tfwb-workbench-tune"}
     t = wb.controller.tuning
     assert t.interrupted and [tr.decision for tr in t.trials] == [KEPT]
-    assert "interrupted: the 1 finished trials are kept" in wb.tune_log.value
+    assert "interrupted: its 1 finished trial is kept" in wb.tune_log.value
     assert wb.config().steps_per_execution == 8 and not wb.running
 
 # -- one small real tune (TensorFlow) -----------------------------------------------------------

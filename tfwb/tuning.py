@@ -388,8 +388,10 @@ class Tuning:
         lines.append(f"runs: {self.runs} ({made}), plus {self.compare_s:.0f} s of interleaved comparisons; "
                      f"{self.wall_s:.0f} s in all")
         if self.interrupted:
-            lines.append(f"interrupted: the {len(self.trials)} finished trials are kept; "
-                         "tune again from the best to go on")
+            n = len(self.trials)
+            kept = ("no trial had finished" if n == 0 else "its 1 finished trial is kept" if n == 1
+                    else f"its {n} finished trials are kept")
+            lines.append(f"interrupted: {kept}; tune again from the best to go on")
             return "\n".join(lines)
         lines.append(f"headroom left: {self.headroom()}")
         why = [f"{t.change}: {t.reason}" for t in self.skipped]
@@ -460,7 +462,8 @@ def tune(baseline: RunConfig, *, max_runs: int = 4, history_path: "Optional[os.P
          compare: Optional[Comparer] = None, noise: Optional[stats.NoiseBand] = None,
          stop: Optional[StopFlag] = None, hardware: Optional[MachineLike] = None,
          epoch_examples: Optional[Callable[[RunConfig], Optional[int]]] = None,
-         clock: Callable[[], float] = time.perf_counter, start_result: Optional[RunResult] = None) -> Tuning:
+         clock: Callable[[], float] = time.perf_counter, start_result: Optional[RunResult] = None,
+         on_round: Optional[Callable[[str, int, int], None]] = None) -> Tuning:
     """Diagnose, try the change with the largest bound, keep it only if faster and still training; repeat.
 
     See the module docstring for the loop. A *run* is one call of the runner (the start's, and
@@ -488,6 +491,8 @@ def tune(baseline: RunConfig, *, max_runs: int = 4, history_path: "Optional[os.P
         clock: seconds, for ``wall_s`` and ``compare_s``.
         start_result: a finished run of ``baseline`` (its label aside) to start from instead of running
             it again, e.g. the naive run a chapter already made; it is not appended to the history again.
+        on_round: called as ``on_round(change, rounds_done, rounds)`` after each round of a trial's
+            comparison (a progress bar: a trial runs nothing else until it is decided).
 
     Returns:
         A ``Tuning``; its ``best`` is never a configuration measured slower than the start.
@@ -541,9 +546,13 @@ def tune(baseline: RunConfig, *, max_runs: int = 4, history_path: "Optional[os.P
             raise _Stopped()
         return res
 
+    trying = [""]
+
     def rounds_done(done: int, total: int) -> None:
         if flag.is_set:
             raise _Stopped()
+        if on_round is not None:
+            on_round(trying[0], done, total)
 
     def settled(best_times: Sequence[float], cand_times: Sequence[float], total: int) -> bool:
         # A trial asks only "faster or not": once the answer cannot change, the remaining rounds are not run
@@ -590,12 +599,15 @@ def tune(baseline: RunConfig, *, max_runs: int = 4, history_path: "Optional[os.P
                 tried.append((c.knob, c.value))
                 cand_cfg = best_cfg.replace(**{c.knob: c.value}, label="")
                 say(f"trying {c.change}: {c.bound.text}")
+                trying[0] = c.change
                 took = [0.0]
-                trial = _decide(c, start_res, best_cfg, cand_cfg, baseline.steps, tolerance, took,
-                                lambda a, b, settle: compare(a, b, rounds=rounds, settle_steps=settle,
-                                                             progress=rounds_done, stop_early=settled),
-                                run_one, clock)
-                compare_s += took[0]
+                try:
+                    trial = _decide(c, start_res, best_cfg, cand_cfg, baseline.steps, tolerance, took,
+                                    lambda a, b, settle: compare(a, b, rounds=rounds, settle_steps=settle,
+                                                                 progress=rounds_done, stop_early=settled),
+                                    run_one, clock)
+                finally:                                 # an interrupted comparison's seconds count too
+                    compare_s += took[0]
                 if trial.decision == KEPT:
                     best_cfg, best_res = cand_cfg, trial.result
                     if best_res.input_wait_fraction is not None:

@@ -100,6 +100,9 @@ class ControllerEvents:
     def on_tune_line(self, line: str) -> None:
         """The tune says where it is: a trial starts, or a trial's verdict (``Trial.line``)."""
 
+    def on_tune_round(self, change: str, rounds_done: int, rounds: int) -> None:
+        """A round of the interleaved comparison of ``change`` against the best so far ended."""
+
     def on_tune_end(self, tuning: Optional[Tuning], error: Optional[BaseException]) -> None:
         """The tune ended: its ``Tuning`` (the best configuration's knobs are set), or the error that ended it."""
 
@@ -458,7 +461,8 @@ class WorkbenchController:
         try:
             try:
                 tuning = tune_loop(cfg, max_runs=max_runs, rounds=rounds, runner=runner, compare=self.compare,
-                                   stop=flag, progress=self.events.on_tune_line, epoch_examples=epoch_examples)
+                                   stop=flag, progress=self.events.on_tune_line, epoch_examples=epoch_examples,
+                                   on_round=self.events.on_tune_round)
             except (RuntimeError, KeyboardInterrupt) as e:
                 self.events.on_tune_end(None, e)
                 if raise_errors:

@@ -295,6 +295,14 @@ class WorkbenchPanel(ControllerEvents):
         self.tune_button.description = "Tuning\u2026"
         self._show_tune()
 
+    def on_tune_round(self, change: str, rounds_done: int, rounds: int) -> None:
+        """The bar counts the rounds of the comparison in progress (a trial makes no run until it is decided)."""
+        total = max(int(rounds), 1)
+        self.progress.bar_style = ""
+        self.progress.max = total
+        self.progress.value = max(0, min(int(rounds_done), total))
+        self.progress_text.value = f"{html.escape(change)} against the best: round {rounds_done} / {rounds}"
+
     def on_tune_line(self, line: str) -> None:
         """One line per trial as it starts and as it is decided (kept green, reverted or failed red)."""
         color = "green" if "; kept:" in line else _FAILED if ("; reverted:" in line or "; failed:" in line) else ""
