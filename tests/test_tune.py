@@ -114,6 +114,7 @@ def test_on_equal_input_bounds_a_cache_goes_first_where_the_run_reads_its_data_t
     five, one_and_half = (lambda c: need // 5), (lambda c: need * 2 // 3)
     ranked, _ = candidates(r, hardware=DESCRIBED["binder-2core-avx2"], epoch_examples=five)
     assert ranked[0].change == "cache=True" and ranked[0].bound.speedup == pytest.approx(1 / (1 - 0.78), rel=0.01)
+    assert "reads its data 5 times" in ranked[0].order_note     # said, since the diagnosis suggests interleave
     ranked, _ = candidates(r, hardware=DESCRIBED["binder-2core-avx2"], epoch_examples=one_and_half)
     assert ranked[0].change == "interleave=True" and [c.knob for c in ranked].index("cache") > 0
 

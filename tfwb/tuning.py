@@ -95,6 +95,8 @@ class Candidate:
     value: Any
     bound: Bound
     skip: str = ""
+    #: Why it ranks where it does beyond its bound (``""``: its bound alone), e.g. a cache before equal bounds.
+    order_note: str = ""
 
     @property
     def change(self) -> str:
@@ -203,6 +205,11 @@ def candidates(result: RunResult, diagnosis: Optional[Diagnosis] = None, hardwar
     # pipeline took from the step. Steps per call and XLA share 1 / (wait + MFU): the one that compiles
     # nothing first.
     reuses = bool(epoch) and run_examples(cfg) >= 2 * epoch
+    if reuses:
+        note = (f"it goes before the input knobs of equal bound: this run reads its data "
+                f"{run_examples(cfg) / epoch:.0f} times, and a cache removes the decoding of every epoch after the "
+                "first, which the others only overlap with the step")
+        to_try = [replace(c, order_note=note) if c.knob == "cache" else c for c in to_try]
     to_try.sort(key=lambda c: (*c.rank, not (c.knob == "cache" and reuses), c.knob != "steps_per_execution",
                                advice.ADVICE[c.knob].priority(cfg)))
     return tuple(to_try), tuple(skipped)
@@ -598,7 +605,7 @@ def tune(baseline: RunConfig, *, max_runs: int = 4, history_path: "Optional[os.P
                 c = ranked[0]
                 tried.append((c.knob, c.value))
                 cand_cfg = best_cfg.replace(**{c.knob: c.value}, label="")
-                say(f"trying {c.change}: {c.bound.text}")
+                say(f"trying {c.change}: {c.bound.text}" + (f"; {c.order_note}" if c.order_note else ""))
                 trying[0] = c.change
                 took = [0.0]
                 try:
