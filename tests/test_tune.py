@@ -292,6 +292,7 @@ def test_wb_tune_shows_each_trial_and_sets_the_best_knobs(tmp_path):
     log = wb.tune_log.value
     assert "trial 1: steps_per_execution=8" in log and "kept" in log and "not tried: max_runs=1" in log
     assert "knobs now hold the best" in log and wb.tune_log.layout.display == ""
+    assert wb.progress_text.value == "tune done: 1 trial"
     assert len(wb.results) == 1 + t.runs and len(History(path).load()) == 1 + t.runs   # recorded, nothing lost
     assert not wb.tune_button.disabled and wb.tune_button.description == "Tune"
     with pytest.raises(ValueError, match="max_runs=0 is not allowed"):
@@ -317,6 +318,7 @@ def test_the_tune_button_runs_in_the_background_and_stop_keeps_the_finished_tria
     t = wb.controller.tuning
     assert t.interrupted and [tr.decision for tr in t.trials] == [KEPT]
     assert "interrupted: its 1 finished trial is kept" in wb.tune_log.value
+    assert wb.progress_text.value == "tune interrupted"      # not the stale "stopping after the current step…"
     assert wb.config().steps_per_execution == 8 and not wb.running
 
 # -- one small real tune (TensorFlow) -----------------------------------------------------------

@@ -319,6 +319,12 @@ class WorkbenchPanel(ControllerEvents):
             self._tune_lines.extend(html.escape(line) for line in end)
             if tuning.changes():
                 self._tune_lines.append("<b>The knobs now hold the best configuration.</b>")
+        # The bar last showed a comparison's rounds or "stopping…": say how the tune ended instead.
+        how = ("interrupted" if isinstance(error, KeyboardInterrupt) or (error is None and tuning.interrupted)
+               else "failed" if error is not None else
+               f"done: {len(tuning.trials)} trial{'s' if len(tuning.trials) != 1 else ''}")
+        self.progress.bar_style = {"failed": "danger", "interrupted": "warning"}.get(how, "success")
+        self.progress_text.value = f"tune {how}"
         self._show_tune()
 
     def _show_tune(self) -> None:
