@@ -651,12 +651,14 @@ def _decide(c: Candidate, start_res: RunResult, best_cfg: RunConfig, cand_cfg: R
         took[0] = clock() - tc
     measured = dict(speedup=cmp.speedup, ci_low=cmp.low, ci_high=cmp.high, comparison=cmp.text(), compare_s=took[0],
                     rounds=cmp.rounds)
-    why = f"interleaved against the best so far: {cmp.verdict} (faster in {cmp.faster_rounds} of {cmp.rounds} rounds)"
     if cmp.stopped_early and cmp.verdict != stats.FASTER:
         need = stats.rounds_to_call_faster(cmp.planned_rounds)
         why = (f"interleaved against the best so far: it can no longer be called faster, so the comparison "
                f"stopped after {cmp.rounds} of {cmp.planned_rounds} rounds (faster in {cmp.faster_rounds} of "
                f"them; {cmp.planned_rounds} rounds call a change faster only when it is faster in {need})")
+    else:
+        why = (f"interleaved against the best so far: {cmp.verdict} "
+               f"(faster in {cmp.faster_rounds} of {cmp.rounds} rounds)")
     if cmp.verdict != stats.FASTER:
         return Trial(c.knob, c.value, c.change, c.bound, REVERTED, why, **measured)
     res = run(cand_cfg)

@@ -254,12 +254,15 @@ class WorkbenchPanel(ControllerEvents):
         if steps_done < steps_total and now - self._last_progress_s < _PROGRESS_INTERVAL_S:
             return
         self._last_progress_s = now
-        total = max(int(steps_total), 1)
+        self._move_bar(steps_done, steps_total, f"{int(steps_done)} / {int(steps_total)} steps"
+                                                + (" (stopping\u2026)" if stopping else ""))
+
+    def _move_bar(self, done: int, total: int, text: str) -> None:
+        total = max(int(total), 1)
         if self.progress.max != total:
             self.progress.max = total
-        self.progress.value = max(0, min(int(steps_done), total))
-        self.progress_text.value = (f"{int(steps_done)} / {int(steps_total)} steps"
-                                    + (" (stopping\u2026)" if stopping else ""))
+        self.progress.value = max(0, min(int(done), total))
+        self.progress_text.value = text
 
     def on_result(self, result: RunResult, number: int, note: Optional[str], problems: Sequence[str]) -> None:
         """Say how run ``number`` ended, then redraw the history and charts.
@@ -297,11 +300,8 @@ class WorkbenchPanel(ControllerEvents):
 
     def on_tune_round(self, change: str, rounds_done: int, rounds: int) -> None:
         """The bar counts the rounds of the comparison in progress (a trial makes no run until it is decided)."""
-        total = max(int(rounds), 1)
         self.progress.bar_style = ""
-        self.progress.max = total
-        self.progress.value = max(0, min(int(rounds_done), total))
-        self.progress_text.value = f"{html.escape(change)} against the best: round {rounds_done} / {rounds}"
+        self._move_bar(rounds_done, rounds, f"{html.escape(change)} against the best: round {rounds_done} / {rounds}")
 
     def on_tune_line(self, line: str) -> None:
         """One line per trial as it starts and as it is decided (kept green, reverted or failed red)."""

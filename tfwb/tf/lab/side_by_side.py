@@ -142,7 +142,6 @@ def compare_interleaved(baseline: RunConfig, candidate: RunConfig, *, rounds: Op
     return stats.compare_rounds(times[0], times[1], method=method, planned_rounds=rounds)
 
 
-
 def _round_done(times, r: int, rounds: int, progress, stop_early) -> bool:
     """Report round ``r`` (0-based) done; True when ``stop_early`` ends the comparison here."""
     if progress is not None:
