@@ -1,7 +1,8 @@
-"""tfwb 0.1's names import for one more version, with a DeprecationWarning that names the new one."""
+"""Names that moved in tfwb 0.3 import for one more version, with a DeprecationWarning, and no import hook."""
 from __future__ import annotations
 
 import importlib
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -11,38 +12,60 @@ import pytest
 from tfwb import renamed
 
 ROOT = Path(__file__).resolve().parents[1]
+OLD = sorted(renamed.MOVED)
 
 
-@pytest.mark.parametrize("old, new", sorted(renamed.MODULES.items()))
-def test_every_new_name_exists_and_no_old_file_is_left(old, new):
+def _stub(old: str) -> Path:
+    return renamed.STUBS.joinpath(*old.split(".")[1:]).with_suffix(".py")
+
+
+@pytest.mark.parametrize("old", OLD)
+def test_every_moved_name_has_a_stub_a_new_module_and_no_old_file(old):
+    new = renamed.MOVED[old]
     as_path = ROOT / Path(*new.split("."))
     assert as_path.with_suffix(".py").exists() or (as_path / "__init__.py").exists(), new
     old_path = ROOT / Path(*old.split("."))
-    assert not old_path.with_suffix(".py").exists() and not old_path.is_dir(), old
+    assert not old_path.with_suffix(".py").exists() and not (old_path / "__init__.py").exists(), old
+    assert f"serve(__name__)" in _stub(old).read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize("old", ["tfwb.bounds", "tfwb.peaks", "tfwb.sweeps", "tfwb.sweeps.rule", "tfwb.tfconfig",
-                                 "tfwb.monitor.sampler"])
+def test_every_stub_is_a_moved_name():
+    stubs = {"tfwb." + ".".join(p.relative_to(renamed.STUBS).with_suffix("").parts)
+             for p in renamed.STUBS.rglob("*.py") if "__pycache__" not in p.parts}
+    assert stubs == set(renamed.MOVED)
+
+
+@pytest.mark.parametrize("old", OLD)
 def test_an_old_module_name_gives_the_new_module_and_a_warning(old, monkeypatch):
-    for name in [n for n in sys.modules if n in renamed.MODULES]:
-        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.delitem(sys.modules, old, raising=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         module = importlib.import_module(old)
-    assert module is importlib.import_module(renamed.MODULES[old])
+    assert module is importlib.import_module(renamed.MOVED[old])
     said = [str(w.message).split(";")[0] for w in caught if w.category is DeprecationWarning]
-    assert said[-1] == f"{old} is now {renamed.MODULES[old]}"         # (after its old parent's, if any)
-    assert all(" is now tfwb." in s for s in said), said
+    assert f"{old} is now {renamed.MOVED[old]}" in said
+    assert module.__spec__.name == renamed.MOVED[old]          # its own spec: reload works on it
+    assert importlib.reload(module) is module
 
 
-def test_renamed_functions_and_classes_warn_and_still_work():
-    from tfwb import expect, knobs
-    from tfwb.hardware import DESCRIBED
+def test_import_tfwb_leaves_the_import_system_alone():
+    code = ("import sys; before = list(sys.meta_path), list(sys.path_hooks); import tfwb; "
+            "print(before == (list(sys.meta_path), list(sys.path_hooks)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "True"
 
-    with pytest.warns(DeprecationWarning, match=r"tfwb.expect.knob is now tfwb.expect.change"):
-        old_change = expect.knob
-    assert old_change is expect.change and old_change(DESCRIBED["colab-t4"], prefetch=True).expected
-    with pytest.warns(DeprecationWarning, match=r"tfwb.knobs.knob is now tfwb.knobs.knob_field"):
-        assert knobs.knob is knobs.knob_field
-    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
-        expect.nothing
+
+def test_a_name_that_never_existed_still_fails_to_import():
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("tfwb.no_such_module")
+    with pytest.raises(KeyError):
+        renamed.serve("tfwb.no_such_module")
+
+
+def test_tfwb_0_1_names_are_gone_as_promised():
+    for old in ("tfwb.bounds", "tfwb.sweeps", "tfwb.tfconfig"):
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(old)
+    from tfwb import knobs
+    with pytest.raises(AttributeError, match="no attribute 'knob'"):
+        knobs.knob

@@ -37,9 +37,9 @@ from tfwb.stats import compare
 from tfwb.search import sweep  # the function; the package is tfwb.search (from tfwb.search import SweepResult)
 from tfwb.workloads import register_workload
 
-renamed.install()   # old module names (tfwb 0.1) import with a DeprecationWarning
+renamed.extend_path(__name__, __path__)   # names moved in 0.3 import from tfwb/_moved/ until 0.4, with a warning
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "RunConfig", "RunResult", "Sample", "run", "Workbench", "register_workload",

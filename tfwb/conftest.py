@@ -38,8 +38,10 @@ def missing(packages: tuple) -> list:
 
 
 def pytest_ignore_collect(collection_path: Path, config) -> bool | None:
-    """Skip ``tfwb/tf`` or ``tfwb/ui`` when what they import is not installed."""
+    """Skip ``tfwb/_moved``, and ``tfwb/tf`` or ``tfwb/ui`` when what they import is not installed."""
     path = Path(collection_path).resolve()
+    if path == HERE / "_moved" or HERE / "_moved" in path.parents:
+        return True           # the stubs of moved names (tfwb.renamed): importing one warns and swaps itself
     for folder, packages in NEEDS.items():
         if (path == folder or folder in path.parents) and missing(packages):
             return True

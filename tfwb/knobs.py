@@ -34,7 +34,6 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from tfwb.renamed import deprecated_alias
 
 #: Knob kinds. ``spec`` is a string with its own grammar (``clip``); ``cache`` is
 #: False / True (memory) / a file path prefix; ``text`` is free text.
@@ -389,10 +388,3 @@ def markdown_table(cls: Any) -> str:
         lines.append(f"| `{name}` | `{default!r}`{unit} | {k.allowed()} | {k.group or '—'} | "
                      f"{chapter} | {k.help} |")
     return "\n".join(lines)
-
-
-def __getattr__(name: str) -> Any:
-    """The tfwb 0.1 name ``knob`` (now ``knob_field``), with a DeprecationWarning (until 0.3)."""
-    if name == "knob":
-        return deprecated_alias(__name__, "knob", "knob_field", lambda: knob_field)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,96 +1,89 @@
-"""Names that changed in tfwb 0.2, importable under their old names for one version.
+"""Names that moved in tfwb 0.3, importable under their old names for one version, with no import hook.
 
-tfwb 0.2 renamed modules whose names looked alike (``peaks`` and ``peak``, ``rules`` and
-``rule``, ``steps`` and ``step``, ...). Old import paths still work until 0.3: importing
-one gives the new module and a ``DeprecationWarning`` that names it. Renamed functions
-and classes are kept the same way by the module that owns them (``deprecated_alias``).
+tfwb 0.3 gave each question one room (``ARCHITECTURE.md``): the pair comparison, the noise band, the
+diagnosis and the history rows moved into ``tfwb.analysis``, the tune beside the sweep into
+``tfwb.search``, the knob rules into ``tfwb.advice``, and so on (``MOVED``). Until tfwb 0.4 an old
+module name still imports: it gives the new module and a ``DeprecationWarning`` that names it.
+
+How, without touching ``sys.meta_path``: each old name has a three-line stub under ``tfwb/_moved/``
+(``tfwb/_moved/pairs.py`` for ``tfwb.pairs``, ``tfwb/_moved/expect/rules.py`` for
+``tfwb.expect.rules``), and a package that lost a module puts its folder there on its own
+``__path__`` (``extend_path``). Python's ordinary path search finds the stub only when no real
+module has the name; the stub calls ``serve``, which warns, imports the new module and files it in
+``sys.modules`` under the old name too. The new module keeps its own ``__spec__``, so
+``importlib.reload`` of it works as usual. Renamed functions and classes are kept the same way by
+the module that owns them (``deprecated_alias``).
+
+tfwb 0.1's names (``tfwb.bounds``, ``tfwb.sweeps``, ``tfwb.expect.knob``, ...) were served until
+0.3, as promised, and are gone: the README's "Names changed" tables list them all.
 
 Example:
-    >>> import sys, warnings
-    >>> _ = sys.modules.pop("tfwb.bounds", None)      # imported before? then importing it again says nothing
+    >>> import importlib, sys, warnings
+    >>> old = sorted(MOVED)[0]
+    >>> _ = sys.modules.pop(old, None)      # imported before? then importing it again says nothing
     >>> with warnings.catch_warnings(record=True) as caught:
     ...     warnings.simplefilter("always")
-    ...     import tfwb.bounds as old
-    >>> old.__name__, str(caught[0].message).split(";")[0]
-    ('tfwb.bottleneck', 'tfwb.bounds is now tfwb.bottleneck')
+    ...     module = importlib.import_module(old)
+    >>> module.__name__ == MOVED[old], str(caught[-1].message).startswith(f"{old} is now {MOVED[old]}")
+    (True, True)
 
-Pure: standard library only. ``tfwb/__init__.py`` installs the finder.
+Pure: standard library only.
 """
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.util
 import sys
 import warnings
-from typing import Any, Callable, Dict, Optional
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Dict, List
 
-REMOVED_IN = "tfwb 0.3"
+REMOVED_IN = "tfwb 0.4"
 
-#: old module -> new module (tfwb 0.1 -> 0.2).
-MODULES: Dict[str, str] = {
-    "tfwb.peaks": "tfwb.datasheet",
-    "tfwb.tf.runner.peak": "tfwb.tf.runner.matmul_peak",
-    "tfwb.sweeps": "tfwb.search",
-    "tfwb.sweeps.search": "tfwb.search.halving",
-    "tfwb.sweeps.rule": "tfwb.search.loss_rule",
-    "tfwb.sweeps.space": "tfwb.search.space",
-    "tfwb.sweeps.rungs": "tfwb.search.rungs",
-    "tfwb.sweeps.result": "tfwb.search.result",
-    "tfwb.sweeps.progress": "tfwb.search.progress",
-    "tfwb.tf.runner.step": "tfwb.tf.runner.train_step",
-    "tfwb.ui.charts.steps": "tfwb.ui.charts.step_times",
-    "tfwb.ui.charts.sweep": "tfwb.ui.charts.candidates",
-    "tfwb.bounds": "tfwb.bottleneck",
-    "tfwb.monitor": "tfwb.utilization",
-    "tfwb.monitor.probes": "tfwb.utilization.probes",
-    "tfwb.monitor.sampler": "tfwb.utilization.sampler",
-    "tfwb.tf.lab.interleave": "tfwb.tf.lab.side_by_side",
-    "tfwb.tf.lab.timing": "tfwb.tf.lab.stopwatch",
-    "tfwb.tfconfig": "tfwb.cluster_spec",
+#: Where the stubs of the old names live: the folder mirrors the package (``expect/rules.py``).
+STUBS = Path(__file__).resolve().parent / "_moved"
+
+#: old module -> new module (tfwb 0.2 -> 0.3). Each has a stub in ``STUBS`` (a test checks both ways).
+MOVED: Dict[str, str] = {
 }
 
 
-def _warn(old: str, new: str) -> None:
-    warnings.warn(f"{old} is now {new}; the old name goes in {REMOVED_IN}", DeprecationWarning, stacklevel=3)
+def _warn(old: str, new: str, stacklevel: int = 3) -> None:
+    warnings.warn(f"{old} is now {new}; the old name goes in {REMOVED_IN}", DeprecationWarning,
+                  stacklevel=stacklevel)
 
 
-class _Loader(importlib.abc.Loader):
-    def __init__(self, new: str) -> None:
-        self.new = new
+def extend_path(package: str, path: List[str]) -> None:
+    """Put ``package``'s stub folder (if it has one) last on its ``__path__``: old names import, new ones win.
 
-    def create_module(self, spec: Any) -> Any:
-        _warn(spec.name, self.new)
-        return importlib.import_module(self.new)
-
-    def exec_module(self, module: Any) -> None:
-        sys.modules[self.new] = module   # the new module, already executed by import_module
+    Called once by each package ``__init__`` that lost a module: ``extend_path(__name__, __path__)``.
+    """
+    folder = STUBS.joinpath(*package.split(".")[1:])
+    if folder.is_dir() and str(folder) not in path:
+        path.append(str(folder))
 
 
-class RenamedFinder(importlib.abc.MetaPathFinder):
-    """Finds an old module name and hands back the new module, with a DeprecationWarning."""
+def serve(old: str) -> ModuleType:
+    """The module that ``old`` names now, after a ``DeprecationWarning``; ``sys.modules[old]`` is it.
 
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Optional[Any]:
-        new = MODULES.get(fullname)
-        if new is None:
-            return None
-        is_package = any(k.startswith(fullname + ".") for k in MODULES)
-        return importlib.util.spec_from_loader(fullname, _Loader(new), is_package=is_package)
+    A stub's whole body is ``serve(__name__)``: the import system then hands out what
+    ``sys.modules`` holds under the old name, the new module itself.
 
-
-def install() -> None:
-    """Put the finder first on ``sys.meta_path``, once: it answers only the old names, so it
-    shadows nothing, and an editable install's finder (which maps every ``tfwb.*`` name to
-    its own tree) cannot answer an old name first."""
-    if not any(isinstance(f, RenamedFinder) for f in sys.meta_path):
-        sys.meta_path.insert(0, RenamedFinder())
+    Raises:
+        KeyError: ``old`` is not in ``MOVED``.
+    """
+    new = MOVED[old]
+    _warn(old, new, stacklevel=4)
+    module = importlib.import_module(new)
+    sys.modules[old] = module
+    return module
 
 
 def deprecated_alias(module: str, old: str, new: str, value: Callable[[], Any]) -> Any:
     """``value()`` after a DeprecationWarning that ``module.old`` is now ``module.new``.
 
-    For a module's ``__getattr__``: ``if name == "knob": return deprecated_alias(__name__,
-    "knob", "change", lambda: change)``.
+    For a module's ``__getattr__``: ``if name == "bound_of": return deprecated_alias(__name__,
+    "bound_of", "limit_of", lambda: limit_of)``.
     """
     _warn(f"{module}.{old}", f"{module}.{new}")
     return value()
