@@ -103,6 +103,14 @@ def draw_step_times(ax: Axes, result: RunResult) -> None:
                         fontsize=SMALL, color="black",
                         bbox=dict(facecolor="white", edgecolor="none", alpha=0.85, pad=1.0))
 
+    _label_axes(ax, result, warmup_ms, measured_ms, x_warm, x_meas)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+
+
+def _label_axes(ax: Axes, result: RunResult, warmup_ms: list, measured_ms: list, x_warm: list,
+                x_meas: list) -> None:
+    """The warm-up divider and label, the x axis and the legend of ``draw_step_times``."""
     # Divider and the warm-up label.
     if warmup_ms:
         ax.axvline(0, color=MUTED_COLOR, linestyle="--", linewidth=1)
@@ -130,8 +138,6 @@ def draw_step_times(ax: Axes, result: RunResult) -> None:
                               label=f"median {stats.median(measured_ms):,.1f} ms"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=SMALL,
               frameon=False, borderaxespad=0)
-    ax.grid(axis="y", alpha=0.3)
-    ax.set_axisbelow(True)
 
 
 def run_chart_png(result: RunResult, *, width_in: float = 9.0, height_in: float = 5.6,
