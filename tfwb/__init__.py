@@ -45,7 +45,7 @@ __all__ = [
     "RunConfig", "RunResult", "Sample", "run", "Workbench", "register_workload",
     "load_results", "compare", "diagnose", "detect_hardware", "check", "setup_devices",
     "observers", "expect", "compare_interleaved", "choose_size", "profile", "sweep", "chapter", "__version__",
-    "count_flops", "measure_peak", "tune",
+    "count_flops", "measure_peak", "tune", "predict", "calibration",
 ]
 
 _LAZY = {
@@ -59,6 +59,8 @@ _LAZY = {
     "choose_size": ("tfwb.tf.lab.sizing", "choose_size"),
     "profile": ("tfwb.tf.lab.profiler", "profile"),
     "chapter": ("tfwb.tf.lab.chapter", "chapter"),
+    "predict": ("tfwb.prediction", "predict"),          # a reader's prediction of a change (pure)
+    "calibration": ("tfwb.scorecard", "calibration"),   # many scored predictions summed up (pure)
     "tune": ("tfwb.tuning", "tune"),    # diagnose, try the best-bounded change, keep it if faster (pure; runs tfwb.run)
 }
 

@@ -2,7 +2,8 @@
 
 Owns ``History`` (append one result, load every complete one) and ``load_results``
 (``tfwb.load_results``). The Workbench, the sweep and ``python -m tfwb run --history``
-all write through it.
+all write through it. A history holds RunResults unless told another record type: the
+readers' predictions (``tfwb.prediction.Score``) are kept beside it the same way.
 
 A kernel can die in the middle of a write. What that leaves is a torn last line: the
 start of a record, no newline. Loading keeps every complete record before and after
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import List, Tuple
+from typing import Any, List, Tuple, Type
 
 from tfwb.records import RunResult
 
@@ -30,6 +31,9 @@ class History:
     Args:
         path: the file. It and its folder are created by the first ``append``; a file
             that does not exist yet is a history with no runs.
+        record: the type of its records (``RunResult``, the default): a class with
+            ``to_json()`` and ``from_json(text)``, which raises ValueError for a line that
+            is not one.
 
     Attributes:
         path: the file, as given (``os.fspath``).
@@ -47,8 +51,9 @@ class History:
         ([8], [])
     """
 
-    def __init__(self, path: "os.PathLike[str] | str") -> None:
+    def __init__(self, path: "os.PathLike[str] | str", record: Type[Any] = RunResult) -> None:
         self.path = os.fspath(path)
+        self.record = record
         self.skipped: List[Tuple[int, str]] = []
 
     def __repr__(self) -> str:
@@ -68,7 +73,7 @@ class History:
             os.makedirs(folder, exist_ok=True)
         os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
 
-    def append(self, result: RunResult) -> None:
+    def append(self, result: Any) -> None:
         """Append one result as a line of its own and flush it to disk.
 
         The line goes out in one ``write`` on an ``O_APPEND`` descriptor (two processes
@@ -79,11 +84,11 @@ class History:
             result: the result to keep.
 
         Raises:
-            TypeError: for something that is not a RunResult.
+            TypeError: for something that is not a ``record`` (a RunResult by default).
             OSError: when the folder or file cannot be created or written.
         """
-        if not isinstance(result, RunResult):
-            raise TypeError(f"result must be a RunResult, got {type(result).__name__}")
+        if not isinstance(result, self.record):
+            raise TypeError(f"result must be a {self.record.__name__}, got {type(result).__name__}")
         data = (result.to_json() + "\n").encode("utf-8")
         self.ensure_writable()
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
@@ -98,7 +103,7 @@ class History:
         finally:
             os.close(fd)
 
-    def load(self) -> List[RunResult]:
+    def load(self) -> List[Any]:
         """Every complete result in the file, in order; what was skipped goes to ``skipped``.
 
         Returns:
@@ -115,13 +120,13 @@ class History:
         with open(self.path, "rb") as fh:
             raw_lines = fh.read().split(b"\n")
         torn_tail = raw_lines[-1] != b""       # the file does not end with a newline
-        out: List[RunResult] = []
+        out: List[Any] = []
         for n, raw in enumerate(raw_lines, 1):
             if not raw.strip():
                 continue
             try:
                 line = raw.decode("utf-8")
-                out.append(RunResult.from_json(line))
+                out.append(self.record.from_json(line))
             except UnicodeDecodeError as e:
                 self.skipped.append((n, f"not UTF-8 text ({e.reason} at byte {e.start})"))
             except ValueError as e:
