@@ -9,7 +9,7 @@ which it reads and re-exports here under the names the chapters use:
   ``equal`` (one measured value), ``unjudged``;
 - ``tfwb.expect.changes``: ``change(hardware, baseline, **change)``, the A/B check of turning
   knobs, its direction from each knob's rule (``tfwb.advice.expected.expected_for``);
-- ``tfwb.expect.machine``: checks read from the machine alone (``default_device``,
+- ``tfwb.expect.machine_checks``: checks read from the machine alone (``default_device``,
   ``precision_memory``);
 - here, from ``tfwb.advice``: ``expected_for``, ``table()``, ``where``, ``target``, the
   directions (``FASTER``...), ``RULES`` and ``KNOWN`` (every knob with a rule, read from
@@ -33,7 +33,7 @@ from tfwb.bottleneck import COMPUTE, INPUT, LIMITS, OVERHEAD, OVERHEAD_GPU_BUSY_
 from tfwb.expect.changes import change
 from tfwb.expect.checks import (AB, AGREED, CANNOT_TELL, DISAGREED, Check, Equal, Threshold, Unjudged, ab,
                                 at_least, at_most, check, equal, unjudged)
-from tfwb.expect.machine import MEMORY_MEASURES, default_device, precision_memory
+from tfwb.expect.machine_checks import MEMORY_MEASURES, default_device, precision_memory
 from tfwb.renamed import deprecated_alias
 
 __all__ = [
