@@ -45,6 +45,7 @@ STUBS = Path(__file__).resolve().parent / "_moved"
 
 #: old module -> new module (tfwb 0.2 -> 0.3). Each has a stub in ``STUBS`` (a test checks both ways).
 MOVED: Dict[str, str] = {
+    "tfwb.expect.rules": "tfwb.advice.rules",
 }
 
 

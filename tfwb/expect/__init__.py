@@ -24,7 +24,8 @@ from __future__ import annotations
 from typing import Any
 
 from tfwb.advice.directions import DIRECTIONS, FASTER, NOT_FASTER, NOT_SLOWER, SAME, SLOWER, Expected
-from tfwb.advice.expected import COMPUTE_KNOBS, INPUT_KNOBS, expected_for, rules
+from tfwb.advice import expected as _expected
+from tfwb.advice.expected import COMPUTE_KNOBS, INPUT_KNOBS, expected_for
 from tfwb.advice.machine import best_compute_capability, target, where
 from tfwb.advice.rules import PREFETCH_MIN_HIDDEN, Rule
 from tfwb.advice.sources import SOURCES, source
@@ -34,7 +35,9 @@ from tfwb.expect.changes import change
 from tfwb.expect.checks import (AB, AGREED, CANNOT_TELL, DISAGREED, Check, Equal, Threshold, Unjudged, ab,
                                 at_least, at_most, check, equal, unjudged)
 from tfwb.expect.machine_checks import MEMORY_MEASURES, default_device, precision_memory
-from tfwb.renamed import deprecated_alias
+from tfwb.renamed import extend_path
+
+extend_path(__name__, __path__)   # tfwb.expect.rules (moved to tfwb.advice.rules) imports until tfwb 0.4
 
 __all__ = [
     "ab", "check", "at_least", "at_most", "equal", "unjudged", "change", "expected_for", "table",
@@ -50,12 +53,9 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     """``RULES`` (the expectation rule of each knob, ``RULES[knob](hardware, value, baseline, limit)
     -> Expected``: the rules of ``tfwb.advice.entries.ADVICE``, read now) and ``KNOWN`` (its keys:
-    every change ``expected_for`` knows), and the tfwb 0.1 name ``knob`` (now ``change``), with a
-    DeprecationWarning (until 0.3)."""
+    every change ``expected_for`` knows)."""
     if name == "RULES":
-        return rules()
+        return _expected.rules()
     if name == "KNOWN":
-        return tuple(rules())
-    if name == "knob":
-        return deprecated_alias(__name__, "knob", "change", lambda: change)
+        return tuple(_expected.rules())
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
