@@ -22,7 +22,7 @@ from typing import Any, Optional, Sequence, Union
 
 from tfwb import stats
 from tfwb.bottleneck import MODERATE_INPUT_FRACTION
-from tfwb.pairs import compare_runs
+from tfwb.analysis.pairs import compare_runs
 from tfwb.records import RunResult
 
 #: Directions an A/B expectation may take (the candidate relative to the baseline).
