@@ -112,6 +112,32 @@ def _phrase(kind: Optional[str], speedup: Optional[float], other: str,
     return text
 
 
+def _notes(row: HistoryRow, base_index: Optional[int], versus: str) -> Tuple[str, Optional[str], str]:
+    """A bar's two notes, ``(first, its kind, second)``: the comparison ``versus`` asks for first
+    (the other when there is none), the other one second; said once when the previous run is the baseline."""
+    vs_prev = _versus_phrase(row.versus_previous, f"#{row.previous}") if row.previous else ""
+    if row.is_baseline:
+        vs_base, base_kind = "", None
+    elif row.comparison is None:
+        vs_base, base_kind = verdict(row), None         # e.g. "full size: not compared"
+    else:
+        vs_base = _versus_phrase(row.versus_baseline, "the baseline")
+        base_kind = row.comparison
+    if row.previous is not None and row.previous == base_index:
+        # The previous run is the baseline: one comparison, said once.
+        first = vs_prev.replace(f"#{base_index}", f"#{base_index} (the baseline)")
+        kind, second = row.prev_comparison, ""
+    elif versus == "previous":
+        first, kind, second = vs_prev, row.prev_comparison, vs_base
+        if not first and vs_base:                        # nothing before it: fall back
+            first, kind, second = vs_base, base_kind, ""
+    else:
+        first, kind, second = vs_base, base_kind, vs_prev
+    if row.is_baseline and not first:
+        first = "the baseline"
+    return first, kind, second
+
+
 def draw_comparison(ax: Axes, results: Sequence[RunResult], baseline: Optional[RunResult] = None, *,
                     baseline_config: Optional[RunConfig] = None, versus: str = "previous",
                     noise: Optional[stats.NoiseBand] = None,
@@ -176,26 +202,7 @@ def draw_comparison(ax: Axes, results: Sequence[RunResult], baseline: Optional[R
             ax.text(right * 0.02, yi, shorten(failure_text(result), 90), va="center", ha="left",
                     fontsize=SMALL, color=FAILED_COLOR, fontweight="bold")
             continue
-        vs_prev = _versus_phrase(row.versus_previous, f"#{row.previous}") if row.previous else ""
-        if row.is_baseline:
-            vs_base, base_kind = "", None
-        elif row.comparison is None:
-            vs_base, base_kind = verdict(row), None         # e.g. "full size: not compared"
-        else:
-            vs_base = _versus_phrase(row.versus_baseline, "the baseline")
-            base_kind = row.comparison
-        if row.previous is not None and row.previous == base_index:
-            # The previous run is the baseline: one comparison, said once.
-            first = vs_prev.replace(f"#{base_index}", f"#{base_index} (the baseline)")
-            kind, second = row.prev_comparison, ""
-        elif versus == "previous":
-            first, kind, second = vs_prev, row.prev_comparison, vs_base
-            if not first and vs_base:                        # nothing before it: fall back
-                first, kind, second = vs_base, base_kind, ""
-        else:
-            first, kind, second = vs_base, base_kind, vs_prev
-        if row.is_baseline and not first:
-            first = "the baseline"
+        first, kind, second = _notes(row, base_index, versus)
         med, q1, q3 = row.median_ms, row.q1_ms, row.q3_ms
         color = verdict_color(kind) if kind in (stats.FASTER, stats.SLOWER) else (
             BASELINE_COLOR if row.is_baseline else NEUTRAL_BAR_COLOR)
