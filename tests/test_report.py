@@ -59,13 +59,13 @@ def test_rows_carry_numbers_verdicts_and_errors(results):
     assert first.iqr_ms == pytest.approx(4.0)
     assert first.examples_per_s == pytest.approx(640.0)
     assert first.input_wait_pct == pytest.approx(30.0)
-    assert words.bottleneck(first).startswith("highly input-bound (input wait 30%)")
+    assert words.headline(first).startswith("highly input-bound (input wait 30%)")
     assert first.error is None
     assert words.verdict(fast) == "2.00x faster" and fast.speedup == pytest.approx(2.0)
     assert words.changes(fast) == "prefetch=True, cache=True"
     assert words.verdict(repeat) == "1.01x slower: no significant difference"   # never a bare 0.99x
     assert oom.status == "failed" and oom.error == "ResourceExhaustedError: OOM"
-    assert oom.median_ms is None and words.verdict(oom) == "" and words.bottleneck(oom) == ""
+    assert oom.median_ms is None and words.verdict(oom) == "" and words.headline(oom) == ""
 
 
 def test_baseline_is_first_ok_result_unless_given(results):
@@ -93,7 +93,7 @@ def test_too_few_steps_says_so():
 
 def test_format_table_exact(results):
     rows = history_rows(results)
-    slow, fast = words.bottleneck(rows[0]), words.bottleneck(rows[1])     # the diagnosis's words (tfwb.diagnosis)
+    slow, fast = words.headline(rows[0]), words.headline(rows[1])     # the diagnosis's words (tfwb.diagnosis)
     assert slow.startswith("highly input-bound (input wait 30%)") and fast == "not input-bound (input wait 2%)"
     error = "error: ResourceExhaustedError: OOM"
     rule = "-" * max(len(slow), len(fast), len(error))

@@ -4,8 +4,9 @@ This module only renders; it decides nothing. ``tfwb.analysis.rows.history_rows`
 typed rows (``HistoryRow``: numbers, ``Versus`` comparisons, the diagnosis); here they become
 words: ``verdict`` / ``prev_verdict`` (the ratio with its direction, "per example" with both
 batches when the batches differ: ``stats.Comparison.text``), ``changes``, ``row_loss_note``,
-``bound_note`` and ``bottleneck``; ``format_table`` (fixed-width text, for print and the CLI)
-and ``html_table`` (escaped HTML, for the Workbench and notebooks); ``noise_note``, the caption
+``bound_note`` and ``headline`` (the diagnosis headline); ``format_table`` (fixed-width text,
+for print and the CLI) and ``html_table`` (escaped HTML, for the Workbench and notebooks);
+``noise_note``, the caption
 that states the noise band. Beside them: ``suggestion_text`` (a suggestion with its bound),
 ``short_changes`` (a run named by its knobs, for chart labels), ``simple_html_table`` (any table
 in the history table's style), ``fmt`` and ``utilization_lines`` (figures that may be missing),
@@ -238,7 +239,7 @@ def bound_note(row: HistoryRow) -> str:
     return f"{name}: {score_bound(b.speedup, speedup, row.noise.pct / 100.0, strict=b.strict)}"
 
 
-def bottleneck(row: HistoryRow) -> str:
+def headline(row: HistoryRow) -> str:
     """The diagnosis headline of a finished run; ``""`` for the others."""
     return row.diagnosis.headline if row.diagnosis is not None and row.ok else ""
 
@@ -339,7 +340,7 @@ def format_cells(row: HistoryRow) -> Dict[str, str]:
 
     q1, q3 = row.q1_ms, row.q3_ms
     error = row.error
-    diagnosis = bottleneck(row)
+    diagnosis = headline(row)
     if error and row.status == "interrupted":
         diagnosis = str(error)            # the user's own stop and where it happened: no error
     elif error and row.status != "ok":
