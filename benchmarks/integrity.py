@@ -11,11 +11,11 @@ quiet figure) measured on this machine, before and after, on the same runs where
    ``stats.compare``, imported from the worktree under another module name, fed the same loads
    from ``tfwb.analysis.pairs.other_cpu_pct``; cross-checked with 2a03990's own ``report.compare_runs`` in
    a subprocess that imports the old package), each with the default band and with the band the
-   history so far teaches (new: ``pairs.noise_band``; old: 2a03990's ``report.noise_band``); and
+   history so far teaches (new: ``tfwb.analysis.noise.noise_band``; old: 2a03990's ``report.noise_band``); and
    ``--interleaved`` interleaved A/A comparisons (``tfwb.compare_interleaved``, ``--rounds``).
    The load runs for the duration of its pattern's block only.
 2. The noise band learned from a history of ``--band-runs`` quiet runs and as many under "both"
-   load: the new ``pairs.noise_band`` against 2a03990's ``report.noise_band`` on the same results.
+   load: the new ``tfwb.analysis.noise.noise_band`` against 2a03990's ``report.noise_band`` on the same results.
 3. The spread of MFU over ``--mfu-runs`` runs, each a fresh process (a new notebook kernel) with a
    fresh ``TFWB_CACHE_DIR``; odd-numbered runs (the first included, which measures the peak) under
    "bursty" load. With ``--before`` the same with the 2a03990 package (``PYTHONPATH`` the worktree).

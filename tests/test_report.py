@@ -540,3 +540,13 @@ def test_a_run_too_short_for_a_sample_reads_the_runners_own_load_reading():
     quiet = with_load(ok(RunConfig(), steps(0.1), 0.0), 3.0)
     assert other_cpu_pct(dataclasses.replace(quiet, extras={"other_cpu_pct": 40.0})) == pytest.approx(3.0)
     assert compare_runs(quiet, short).verdict == stats.CANNOT_TELL_BUSY
+
+
+def test_the_monitor_line_is_the_summary_and_with_a_row_its_verdict_against_the_previous_run():
+    """Issue 33: the fit Monitor's closing line reads a row through tfwb.text."""
+    base = ok(RunConfig(), steps(0.100), 0.0)
+    fast = ok(RunConfig(prefetch=True), steps(0.050), 0.0)
+    assert words.monitor_line(fast) == fast.summary()
+    row = history_rows([base, fast])[1]
+    assert words.monitor_line(fast, row) == f"{fast.summary()}; vs #1: 2.00x faster"
+    assert words.monitor_line(base, history_rows([base])[0]) == base.summary()
