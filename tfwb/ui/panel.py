@@ -11,7 +11,7 @@ the previous run's suggestion and nothing else, that bound scored against the me
 it is told what happens through ``tfwb.ui.controller.ControllerEvents``; the way back (the rows,
 verdicts and diagnosis of the runs) arrives as the ``tfwb.analysis.session.RunView`` the
 controller's analysis pushes to ``on_view``, and the words are rendered by ``tfwb.text``. It reads
-the controller only for the way out (``baseline``, ``config()``, ``suggestion()``, ``running``);
+the controller only for the way out (``baseline``, ``config()``, ``running``);
 the buttons are wired to the controller by ``tfwb.ui.workbench.Workbench``.
 
 Charts are ``ipywidgets.Image`` widgets whose PNG value is replaced in place
@@ -478,12 +478,12 @@ class WorkbenchPanel(ControllerEvents):
         self.tune_button.disabled = running or not valid
         set_tooltip(self.run_button, _RUN_TIP if valid
                     else "a knob holds a value it does not accept (shown red): fix it first")
-        suggestion = self.controller.suggestion()
+        diagnosis = self._view.diagnosis if self._view is not None else None    # the last run's
+        suggestion = diagnosis.suggestions[0] if diagnosis is not None and diagnosis.suggestions else None
         self.apply_button.disabled = running or not valid or suggestion is None
         self.apply_button.description = (f"Apply {suggestion[0]}={suggestion[1]!r}" if suggestion
                                           else "Apply suggestion")
         if suggestion:
-            diagnosis = self._view.diagnosis if self._view is not None else None
-            bound = diagnosis.bound_for(suggestion[0]) if diagnosis is not None else None
+            bound = diagnosis.bound_for(suggestion[0])
             set_tooltip(self.apply_button, f"the last run's diagnosis suggests: "
                                            f"{words.suggestion_text(suggestion, bound)}; set it and run")
