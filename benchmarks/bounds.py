@@ -1,10 +1,10 @@
 """Every suggestion's bound against the gain it measured, from each chapter's Workbench baseline.
 
 Issue 19, item 4: for each chapter's Workbench baseline (the configs the chapters' Workbench
-cells start from, at small size), run the baseline, diagnose it (``tfwb.diagnosis``), apply each
+cells start from, at small size), run the baseline, diagnose it (``tfwb.analysis.diagnosis``), apply each
 suggestion in turn (one run each, same size and steps, only that knob changed), and score the
 measured gain (baseline median step over the new one) against the suggestion's bound
-(``tfwb.diagnosis.score_bound``) with the run-to-run noise band (``tfwb.report.noise_band`` of
+(``tfwb.analysis.diagnosis.score_bound``) with the run-to-run noise band (``tfwb.analysis.noise.noise_band`` of
 all the runs here: the default +-10 % unless repeats taught it more).
 
 Usage: python benchmarks/bounds.py [--chapters 00,02] [--out benchmarks/results/bounds.json]
@@ -21,9 +21,10 @@ import sys
 import time
 
 import tfwb
-from tfwb import report
+from tfwb.analysis.noise import noise_band
+from tfwb.analysis.pairs import compare_runs
 from tfwb.config import RunConfig
-from tfwb.diagnosis import diagnose, score_bound
+from tfwb.analysis.diagnosis import diagnose, score_bound
 
 #: Each chapter's Workbench baseline at small size (read from notebooks/NN_*.ipynb, their
 #: ``tfwb.Workbench(baseline=...)`` cells, with the small-mode step counts).
@@ -66,7 +67,7 @@ def main() -> int:
         for (knob, value, _why), b in zip(d.suggestions, d.bounds):
             run = tfwb.run(base_cfg.replace(**{knob: value}, label=f"chapter {chapter}: {knob}={value!r}"))
             all_results.append(run)
-            cmp = report.compare_runs(base, run) if run.ok else None
+            cmp = compare_runs(base, run) if run.ok else None
             measured = cmp.speedup if cmp is not None else None
             rows.append({"chapter": chapter, "suggestion": f"{knob}={value!r}", "bound": b.speedup,
                          "bound_text": b.text, "strict": b.strict, "measured": measured, "verdict": cmp.verdict if cmp else run.status,
@@ -74,7 +75,7 @@ def main() -> int:
                          "run_ms": run.median_step_s * 1e3 if run.median_step_s else None, "score": "",
                          "exceeded": False, "baseline_input_wait": base.input_wait_fraction,
                          "baseline_mfu": base.mfu})
-        noise = report.noise_band(all_results)
+        noise = noise_band(all_results)
         for row in rows:
             if row["measured"]:
                 row["score"] = score_bound(row["bound"], row["measured"], noise.pct / 100, strict=row["strict"])

@@ -1,21 +1,21 @@
 """Integrity of tfwb's verdicts on a shared machine: A/A false verdicts, the learned noise band, MFU spread.
 
-"Verdicts that know the machine was busy" (``tfwb.pairs.compare_runs``: "cannot tell" when other
+"Verdicts that know the machine was busy" (``tfwb.analysis.pairs.compare_runs``: "cannot tell" when other
 programs used ``stats.BUSY_OTHER_CPU_PCT`` or more of the CPU during either run, or a run
-drifted; ``tfwb.pairs.noise_band`` learned from quiet runs only; the peak cache keeps the highest
+drifted; ``tfwb.analysis.noise.noise_band`` learned from quiet runs only; the peak cache keeps the highest
 quiet figure) measured on this machine, before and after, on the same runs where that is possible:
 
 1. A/A false verdicts under each load pattern (``tests/loadgen.py``: quiet, bursty, both): per
    pattern, ``--pairs`` pairs of two separate identical runs (``tfwb.run``, A then A again)
-   judged by the current ``tfwb.pairs.compare_runs`` and by the old rule (commit 2a03990's
+   judged by the current ``tfwb.analysis.pairs.compare_runs`` and by the old rule (commit 2a03990's
    ``stats.compare``, imported from the worktree under another module name, fed the same loads
-   from ``tfwb.pairs.other_cpu_pct``; cross-checked with 2a03990's own ``report.compare_runs`` in
+   from ``tfwb.analysis.pairs.other_cpu_pct``; cross-checked with 2a03990's own ``report.compare_runs`` in
    a subprocess that imports the old package), each with the default band and with the band the
-   history so far teaches (new: ``pairs.noise_band``; old: 2a03990's ``report.noise_band``); and
+   history so far teaches (new: ``tfwb.analysis.noise.noise_band``; old: 2a03990's ``report.noise_band``); and
    ``--interleaved`` interleaved A/A comparisons (``tfwb.compare_interleaved``, ``--rounds``).
    The load runs for the duration of its pattern's block only.
 2. The noise band learned from a history of ``--band-runs`` quiet runs and as many under "both"
-   load: the new ``pairs.noise_band`` against 2a03990's ``report.noise_band`` on the same results.
+   load: the new ``tfwb.analysis.noise.noise_band`` against 2a03990's ``report.noise_band`` on the same results.
 3. The spread of MFU over ``--mfu-runs`` runs, each a fresh process (a new notebook kernel) with a
    fresh ``TFWB_CACHE_DIR``; odd-numbered runs (the first included, which measures the peak) under
    "bursty" load. With ``--before`` the same with the 2a03990 package (``PYTHONPATH`` the worktree).
@@ -58,7 +58,7 @@ def config(steps: int):
 
 
 def other_cpu_of(result) -> "float | None":
-    """``tfwb.pairs.other_cpu_pct`` without importing it (the old package has it in ``report``)."""
+    """``tfwb.analysis.pairs.other_cpu_pct`` without importing it (the old package has it in ``report``)."""
     cores = (result.fingerprint or {}).get("cpu_count")
     if not cores or not result.samples or not result.step_start_s or not result.step_times_s:
         return None
@@ -161,7 +161,8 @@ def old_judge(before: str, runs, pairs_idx, bands) -> dict:
 # -- part 1: A/A false verdicts -----------------------------------------------------------------
 def part_aa(args, old_stats) -> dict:
     from loadgen import Load
-    from tfwb import pairs, stats
+    from tfwb import stats
+    from tfwb.analysis import noise, pairs
     import tfwb
 
     cfg = config(args.steps)
@@ -179,7 +180,7 @@ def part_aa(args, old_stats) -> dict:
                 history += [a1, a2]
                 i, j = len(history) - 2, len(history) - 1
                 pair_idx.append([i, j])
-                band = pairs.noise_band(history[: i + 1])
+                band = noise.noise_band(history[: i + 1])
                 new_d = pairs.compare_runs(a1, a2)
                 new_l = pairs.compare_runs(a1, a2, noise=band)
                 loads = (pairs.other_cpu_pct(a1), pairs.other_cpu_pct(a2))
@@ -249,7 +250,8 @@ def part_aa(args, old_stats) -> dict:
 # -- part 2: the learned noise band from a mixed history ------------------------------------------
 def part_band(args) -> dict:
     from loadgen import Load
-    from tfwb import pairs, stats
+    from tfwb import stats
+    from tfwb.analysis import noise, pairs
 
     cfg = config(args.steps)
     res = {"other_cpu_pct_before": probe_other(1.0)}
@@ -261,8 +263,8 @@ def part_band(args) -> dict:
     allr = quiet + busy
     res["runs"] = [{"set": "quiet" if k < len(quiet) else "both", "median_ms": r.median_step_s * 1e3,
                     "other_cpu_pct": pairs.other_cpu_pct(r), "busy": pairs.busy(r)} for k, r in enumerate(allr)]
-    res["new_noise_band_all"] = band_dict(pairs.noise_band(allr))
-    res["new_noise_band_quiet_set"] = band_dict(pairs.noise_band(quiet))
+    res["new_noise_band_all"] = band_dict(noise.noise_band(allr))
+    res["new_noise_band_quiet_set"] = band_dict(noise.noise_band(quiet))
     res["pooled_one_group_all"] = band_dict(stats.learn_noise([[r.median_step_s for r in allr]]))
     res["pooled_one_group_quiet_set"] = band_dict(stats.learn_noise([[r.median_step_s for r in quiet]]))
     res["pooled_one_group_both_set"] = band_dict(stats.learn_noise([[r.median_step_s for r in busy]]))
@@ -351,7 +353,7 @@ def markdown(res: dict) -> str:
         "",
         "The machine was shared with other sessions' work (test suites, notebook executions) throughout; "
         "each block records other programs' share of the CPU (`tfwb.utilization.other_programs_cpu_pct(1.0)`) "
-        "before its load started, with it, and after, and each run's own reading (`tfwb.pairs.other_cpu_pct`). "
+        "before its load started, with it, and after, and each run's own reading (`tfwb.analysis.pairs.other_cpu_pct`). "
         "\"quiet\" means no load *of ours*; it was not necessarily quiet.",
         "",
     ]
@@ -361,7 +363,7 @@ def markdown(res: dict) -> str:
               f"{a['interleaved']} interleaved A/A comparisons (`tfwb.compare_interleaved(cfg, cfg.replace(label=\"A2\"), "
               f"rounds={a['rounds']})`). Every faster/slower is a false verdict. *Old* is 2a03990's rule on the same "
               "runs; *default band* is ±10 %; *learned band* is the band the history so far teaches (all runs of this "
-              "part up to the pair's baseline; new: `tfwb.pairs.noise_band`, quiet runs only; old: 2a03990's "
+              "part up to the pair's baseline; new: `tfwb.analysis.noise.noise_band`, quiet runs only; old: 2a03990's "
               "`report.noise_band`, every run, binned by load).", "",
               "| pattern | others' CPU: before load / with load / after (%) | runs' others' CPU min–median–max (%); busy; unknown | "
               "separate, new (default band): false; cannot tell busy / drift | separate, old (default band): false; not comparable | "
@@ -384,7 +386,7 @@ def markdown(res: dict) -> str:
         checks = sum(b["summary"]["old_importlib_matches_report"] for b in res["aa"].values())
         total = sum(b["summary"]["pairs"] for b in res["aa"].values())
         L += ["", f"The old rule was run two ways: 2a03990's `stats.compare` loaded from the worktree with importlib "
-              f"(fed `tfwb.pairs.other_cpu_pct` of each run) and 2a03990's own `report.compare_runs` in a subprocess "
+              f"(fed `tfwb.analysis.pairs.other_cpu_pct` of each run) and 2a03990's own `report.compare_runs` in a subprocess "
               f"that imports the old package and reads the same RunResults back; they agreed on {checks} of {total} pairs.",
               ""]
     if "band" in res:
@@ -403,7 +405,7 @@ def markdown(res: dict) -> str:
               f"the load / after: {fmt(bd['other_cpu_pct_before'])} / {fmt(bd['other_cpu_pct_with_load'])} / "
               f"{fmt(bd['other_cpu_pct_after'])} %).", "",
               "| band learned from all runs | value |", "|---|---|",
-              f"| new: `tfwb.pairs.noise_band(all)` (not-busy runs only) | **{bt(bd['new_noise_band_all'])}** |",
+              f"| new: `tfwb.noise.noise_band(all)` (not-busy runs only) | **{bt(bd['new_noise_band_all'])}** |",
               f"| old: 2a03990 `report.noise_band(all)` (every run, binned by load) | **{bt(bd['old_noise_band_all'])}** |",
               f"| all medians pooled in one group (`stats.learn_noise`, no binning) | {bt(bd['pooled_one_group_all'])} |",
               f"| reference: the no-load set alone, one group | {bt(bd['pooled_one_group_quiet_set'])} |",

@@ -12,9 +12,9 @@ Rules:
 
 - ``iqr only``: the old rule, IQRs apart (shown for reference);
 - ``iqr + default band``: ``tfwb.stats.compare`` with ``DEFAULT_NOISE`` and no load data;
-- ``tfwb rule, default band``: ``tfwb.report.compare_runs`` (what the Workbench history
+- ``tfwb rule, default band``: ``tfwb.analysis.pairs.compare_runs`` (what the Workbench history
   uses): IQRs apart, outside the band, and not explained by other programs' CPU use;
-- ``tfwb rule, learned band``: the same with the band ``tfwb.report.noise_band`` learns
+- ``tfwb rule, learned band``: the same with the band ``tfwb.analysis.noise.noise_band`` learns
   from the identical runs earlier in the same history, as the Workbench does;
 - ``interleaved``: ``tfwb.tf.lab.side_by_side.compare_interleaved`` (alternating warm blocks,
   sign test over the rounds).
@@ -41,7 +41,8 @@ import time
 os.environ.setdefault("TFWB_FAST", "1")
 
 import tfwb.tf  # noqa: E402,F401  (quiet TF import)
-from tfwb import RunConfig, hardware, report, stats  # noqa: E402
+from tfwb import RunConfig, hardware, stats  # noqa: E402
+from tfwb.analysis import noise, pairs  # noqa: E402
 from tfwb.tf.lab.side_by_side import compare_interleaved  # noqa: E402
 from tfwb.tf.run import run  # noqa: E402
 
@@ -93,8 +94,8 @@ def judge(base, cand, band) -> dict:
     return {
         "iqr only": stats.compare(b, c, noise=stats.NoiseBand(0.0)).verdict,
         "iqr + default band": stats.compare(b, c).verdict,
-        "tfwb rule, default band": report.compare_runs(base, cand).verdict,
-        "tfwb rule, learned band": report.compare_runs(base, cand, noise=band).verdict,
+        "tfwb rule, default band": pairs.compare_runs(base, cand).verdict,
+        "tfwb rule, learned band": pairs.compare_runs(base, cand, noise=band).verdict,
     }
 
 
@@ -114,12 +115,12 @@ def single_run_phase(trials: int) -> dict:
         a1, a2, b = history[-3:]
         prior = history[:-3]                      # what the Workbench history knew before
         for kind, base, cand in (("A/A", a1, a2), ("A/B", a2, b)):
-            band = report.noise_band(prior + [base])
+            band = noise.noise_band(prior + [base])
             pairs.append({
                 "trial": t, "kind": kind,
                 "baseline_ms": base.median_step_s * 1e3, "candidate_ms": cand.median_step_s * 1e3,
-                "baseline_other_cpu_pct": report.other_cpu_pct(base),
-                "candidate_other_cpu_pct": report.other_cpu_pct(cand),
+                "baseline_other_cpu_pct": pairs.other_cpu_pct(base),
+                "candidate_other_cpu_pct": pairs.other_cpu_pct(cand),
                 "learned band pct": band.pct, "learned from runs": band.runs,
                 **judge(base, cand, band),
             })
@@ -143,11 +144,11 @@ def single_run_phase(trials: int) -> dict:
 
     out = {"pairs": pairs, "rules": {},
            "a_median_ms": [m * 1e3 for m in a_meds], "b_median_ms": [m * 1e3 for m in b_meds],
-           "a_other_cpu_pct": [report.other_cpu_pct(r) for r in history if r.config == A],
+           "a_other_cpu_pct": [pairs.other_cpu_pct(r) for r in history if r.config == A],
            "aa_ratio_deviation_pct": quantiles(dev),
            "aa_similar_load_pairs": len(similar),
            "aa_similar_load_deviation_pct": quantiles(similar),
-           "band_learned_from_all": dataclass_dict(report.noise_band(history))}
+           "band_learned_from_all": dataclass_dict(noise.noise_band(history))}
     for rule in RULES:
         out["rules"][rule] = {
             "false_alarm": rate(sum(p[rule] in (stats.FASTER, stats.SLOWER) for p in aa_pairs), len(aa_pairs)),
@@ -233,9 +234,9 @@ def markdown(res: dict) -> str:
         "",
         "Rules: *iqr only* is the old rule (IQRs apart); *iqr + default band* adds the run-to-run band "
         f"(±{res['default_noise_pct']:.0f} %, `tfwb.stats.DEFAULT_NOISE_PCT`); the *tfwb rule* "
-        "(`tfwb.report.compare_runs`, what the Workbench history uses) also calls a pair *not comparable* "
+        "(`tfwb.analysis.pairs.compare_runs`, what the Workbench history uses) also calls a pair *not comparable* "
         "when the slower run had less CPU because other programs were busier, by enough to explain the "
-        "ratio; *learned band* uses `tfwb.report.noise_band` of the runs before the pair, as the Workbench "
+        "ratio; *learned band* uses `tfwb.analysis.noise.noise_band` of the runs before the pair, as the Workbench "
         f"does. Interleaved comparisons took {inter['median_wall_s']:.0f} s each (median).",
         "",
         "## Run-to-run noise of single runs on this machine",

@@ -14,7 +14,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from tfwb import advice, diagnosis, expect
+from tfwb import advice, expect
+from tfwb.analysis import diagnosis
 from tfwb.advice import ADVICE, Advice, Bound, compute_dtype, input_wait_bound
 from tfwb.config import MIXED_PRECISION, RunConfig
 from tfwb.expect import FASTER, SLOWER, Expected

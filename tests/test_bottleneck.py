@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tfwb import bottleneck, diagnosis, expect
+from tfwb import bottleneck, expect
+from tfwb.analysis import diagnosis
 from tfwb.bottleneck import (COMPUTE, HIGH_INPUT_FRACTION, INPUT, INPUT_HIGH, INPUT_MODERATE, MODERATE_INPUT_FRACTION,
                          NOT_INPUT, OVERHEAD, check_limit, input_verdict, limit_of)
 from tfwb.config import RunConfig
@@ -80,17 +81,17 @@ def _tfwb_imports(path: Path) -> set:
     return out
 
 
-@pytest.mark.parametrize("path", ["bottleneck.py", "diagnosis.py", "expect/__init__.py", "expect/checks.py",
+@pytest.mark.parametrize("path", ["bottleneck.py", "analysis/diagnosis.py", "expect/__init__.py", "expect/checks.py",
                                   "advice/rules.py"])
 def test_bounds_sits_below_expect_and_diagnosis_and_expect_never_imports_diagnosis(path):
     imported = _tfwb_imports(PACKAGE / path)
     if path == "bottleneck.py":
         assert imported == set()
     else:
-        assert not any(m.startswith("tfwb.diagnosis") for m in imported), imported
+        assert not any(m.startswith("tfwb.analysis.diagnosis") for m in imported), imported
 
 
-@pytest.mark.parametrize("path", ["bottleneck.py", "diagnosis.py", "expect/__init__.py", "expect/checks.py",
+@pytest.mark.parametrize("path", ["bottleneck.py", "analysis/diagnosis.py", "expect/__init__.py", "expect/checks.py",
                                   "advice/rules.py", "knobs.py", "config.py", "workloads.py"])
 def test_no_function_local_imports(path):
     tree = ast.parse((PACKAGE / path).read_text(encoding="utf-8"))

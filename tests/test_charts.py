@@ -12,7 +12,7 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
 import fakes
-from tfwb import report
+from tfwb import text
 from tfwb.config import RunConfig
 from tfwb.records import RunResult
 from tfwb.ui import charts
@@ -177,7 +177,7 @@ def test_comparison_marks_baseline_failures_and_verdicts():
     charts.draw_comparison(ax, runs)
     ticks = [t.get_text() for t in ax.get_yticklabels()]
     assert ticks == ["#1 baseline", "#2 prefetch", "#3 batch_size=4096"]
-    assert ax.get_yticklabels()[2].get_color() == charts.FAILED_COLOR == report.FAILED_COLOR
+    assert ax.get_yticklabels()[2].get_color() == charts.FAILED_COLOR == text.FAILED_COLOR
     notes = texts(ax)
     assert "80.0 ms  the baseline" in notes and "40.0 ms  2.00x faster than #1 (the baseline)" in notes
     failed = [t for t in ax.texts if t.get_text() == "run failed: OOM"]
@@ -219,18 +219,18 @@ def test_colour_and_words_follow_the_comparison_shown():
     ax = Figure().subplots()
     charts.draw_comparison(ax, runs, baseline_config=RunConfig())          # versus the previous run
     mixed_bar = ax.patches[2]
-    assert to_hex(mixed_bar.get_facecolor()) == report.SLOWER_COLOR
+    assert to_hex(mixed_bar.get_facecolor()) == text.SLOWER_COLOR
     head = next(t for t in ax.texts if t.get_text().startswith("102.0 ms"))
-    assert head.get_text() == "102.0 ms  2.37x slower than #2" and to_hex(head.get_color()) == report.SLOWER_COLOR
+    assert head.get_text() == "102.0 ms  2.37x slower than #2" and to_hex(head.get_color()) == text.SLOWER_COLOR
     assert "1.18x faster than the baseline" in texts(ax)                  # the other comparison, in grey
     assert "colour: compared with the previous run" in ax.get_title(loc="left")
 
     ax = Figure().subplots()
     charts.draw_comparison(ax, runs, baseline_config=RunConfig(), versus="baseline")
-    assert to_hex(ax.patches[2].get_facecolor()) == report.FASTER_COLOR
+    assert to_hex(ax.patches[2].get_facecolor()) == text.FASTER_COLOR
     head = next(t for t in ax.texts if t.get_text().startswith("102.0 ms"))
     assert head.get_text() == "102.0 ms  1.18x faster than the baseline"
-    assert to_hex(head.get_color()) == report.FASTER_COLOR
+    assert to_hex(head.get_color()) == text.FASTER_COLOR
     assert "2.37x slower than #2" in texts(ax)
     with pytest.raises(ValueError, match="versus"):
         charts.draw_comparison(Figure().subplots(), runs, versus="first")
@@ -249,7 +249,7 @@ def test_failed_runs_never_leave_empty_axes():
     ax = fig.subplots()
     charts.draw_step_times(ax, failed)
     assert not ax.axison and texts(ax) == ["run failed: ResourceExhaustedError: OOM"]
-    assert to_hex(ax.texts[0].get_color()) == to_hex(report.FAILED_COLOR)
+    assert to_hex(ax.texts[0].get_color()) == to_hex(text.FAILED_COLOR)
     ax = Figure().subplots()
     charts.draw_comparison(ax, [failed])
     assert not ax.axison and "no finished runs yet" in texts(ax)[0] and "OOM" in texts(ax)[0]
@@ -269,7 +269,7 @@ def test_a_run_that_failed_mid_way_shows_its_steps_and_says_it_failed():
 
 
 def test_charts_use_the_one_failure_colour():
-    assert charts.FAILED_COLOR is report.FAILED_COLOR
+    assert charts.FAILED_COLOR is text.FAILED_COLOR
 
 
 # -- curves: convergence charts (chapter 04) ---------------------------------------------------------

@@ -103,6 +103,22 @@ def test_a_run_tells_the_events_in_order_and_records_the_result(tmp_path):
     assert events.seen[-1] == ("idle", False) and not bench.running
 
 
+def test_each_recorded_run_pushes_its_view_to_the_subscribers_before_on_result():
+    """Issue 33: the way back is pushed, once per run, as typed data (tfwb.analysis.session)."""
+    bench, runner, events = make()
+    views = []
+    bench.analysis.subscribe(lambda view: views.append((view, len(events.seen))))
+    first = bench.run()
+    second = bench.run(prefetch=True)
+    assert [v.index for v, _ in views] == [1, 2] and [v.result for v, _ in views] == [first, second]
+    assert [r.result for r in views[1][0].rows] == [first, second] and views[1][0].row.previous == 1
+    assert views[0][0].row.is_baseline and views[0][0].versus_baseline == "baseline"
+    pushed_at = views[1][1]
+    assert events.seen[pushed_at][0] == "result"             # the view came before on_result
+    assert views[1][0] is bench.analysis.views(bench.results, bench.baseline_result(),
+                                               baseline_config=bench.baseline)[-1]   # computed once
+
+
 def test_a_refused_change_tells_the_events_and_changes_nothing():
     bench, runner, events = make()
     with pytest.raises(ValueError, match="batch_size=0"):
@@ -192,7 +208,7 @@ def test_the_suggestion_is_applied_with_its_note():
     with pytest.raises(ValueError, match="no suggestion"):
         bench.apply_suggestion()
     first = bench.run()
-    field, value, why = bench.suggestion()                      # an input-pipeline knob (tfwb.diagnosis says which)
+    field, value, why = bench.suggestion()                      # an input-pipeline knob (tfwb.analysis.diagnosis says which)
     assert field in ("prefetch", "interleave", "parallel_map") and value is True
     bench.click(apply=True)                                     # what the Apply button does
     assert runner.calls[-1] == first.config.replace(**{field: value})

@@ -1,4 +1,4 @@
-"""Tests of tfwb.diagnosis (the module behind the tfwb.diagnose function): input-bound thresholds, suggestions, and hardware expectations."""
+"""Tests of tfwb.analysis.diagnosis (the module behind the tfwb.diagnose function): input-bound thresholds, suggestions, and hardware expectations."""
 from __future__ import annotations
 
 import math
@@ -6,7 +6,7 @@ import math
 import pytest
 
 from tfwb.config import RunConfig
-from tfwb.diagnosis import FAILED, INPUT_HIGH, INPUT_MODERATE, NO_DATA, NO_INPUT_DATA, NOT_INPUT, diagnose, expectations, input_verdict
+from tfwb.analysis.diagnosis import FAILED, INPUT_HIGH, INPUT_MODERATE, NO_DATA, NO_INPUT_DATA, NOT_INPUT, diagnose, expectations, input_verdict
 from tfwb.hardware import DESCRIBED, Machine
 from tfwb.records import RunResult, Sample
 
@@ -247,14 +247,14 @@ def test_parallel_map_is_not_suggested_on_one_core():
 
 def test_the_diagnose_function_does_not_hide_its_module():
     import tfwb
-    import tfwb.diagnosis
+    import tfwb.analysis.diagnosis
 
-    assert callable(tfwb.diagnose) and tfwb.diagnose is tfwb.diagnosis.diagnose
-    assert callable(tfwb.diagnosis.expectations)
+    assert callable(tfwb.diagnose) and tfwb.diagnose is tfwb.analysis.diagnosis.diagnose
+    assert callable(tfwb.analysis.diagnosis.expectations)
 
 
 def test_input_suggestions_offer_only_knobs_the_workload_honours():
-    from tfwb.diagnosis import _suggestions
+    from tfwb.analysis.diagnosis import _suggestions
 
     two = Machine.of({"cpu_count": 2})
     images = [s[0] for s in _suggestions(RunConfig(workload="images"), two, input_bound=True)]
@@ -275,7 +275,7 @@ def test_expectations_include_tf32_turned_off():
 
 
 # -- bounds: Amdahl's law on the measured breakdown (issue 19) ------------------------------------
-from tfwb.diagnosis import Bound, amdahl, bound, score_bound  # noqa: E402
+from tfwb.analysis.diagnosis import Bound, amdahl, bound, score_bound  # noqa: E402
 
 
 def test_every_suggestion_has_a_bound_in_the_same_order():

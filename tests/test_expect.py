@@ -642,13 +642,13 @@ def _with_other_cpu(r, other_pct, cores=2):
 
 def test_an_expectation_check_of_two_runs_gives_the_history_tables_verdict():
     """Issue 26: chapter 08's two fits got "did NOT agree" from the check and "not comparable" from
-    the history table. Both now come from tfwb.pairs.compare_runs: a busy pair cannot tell in both."""
-    from tfwb import pairs, report
+    the history table. Both now come from tfwb.analysis.pairs.compare_runs: a busy pair cannot tell in both."""
+    from tfwb.analysis import pairs, rows
     quiet = _with_other_cpu(result(step_s=0.10, wait_s=0.0), 2.0)
     busy = _with_other_cpu(result(step_s=0.18, wait_s=0.0), 55.0)
     c = ab("a compute change", "faster").check(quiet, busy)
-    table = report.history_rows([quiet, busy])[1]
-    assert c.comparison.verdict == table["comparison"] == pairs.compare_runs(quiet, busy).verdict
+    table = rows.history_rows([quiet, busy])[1]
+    assert c.comparison.verdict == table.comparison == pairs.compare_runs(quiet, busy).verdict
     assert c.agreed is None and c.result == "cannot tell" and "machine was busy" in c.measured
 
 

@@ -12,7 +12,7 @@ keras = pytest.importorskip("keras")
 tf = pytest.importorskip("tensorflow")
 
 import tfwb  # noqa: E402
-from tfwb import report  # noqa: E402
+from tfwb.analysis import pairs  # noqa: E402
 from tfwb.keras import Monitor  # noqa: E402
 from tfwb.keras.monitor import _call_losses  # noqa: E402
 
@@ -50,7 +50,7 @@ def test_a_fit_gives_a_result_kept_in_the_history_and_compared_as_workbench_runs
         results.append(r)
     loaded = tfwb.load_results(path)
     assert [x.run_id for x in loaded] == [x.run_id for x in results] and loaded[0] == results[0]
-    assert report.compare_runs(loaded[0], loaded[1]) is not None
+    assert pairs.compare_runs(loaded[0], loaded[1]) is not None
 
 
 def test_steps_per_execution_divides_each_call_by_its_steps_and_leaves_short_calls_out():

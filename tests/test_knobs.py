@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tfwb import diagnosis, expect, knobs, workloads
+from tfwb import expect, knobs, workloads
+from tfwb.analysis import diagnosis
 from tfwb.config import KNOBS, RunConfig
 from tfwb.knobs import ROLES, Knob
 

@@ -101,7 +101,7 @@ def test_the_profilers_step_times_agree_with_tfwbs_clock(report):
 
 
 def test_both_verdicts_are_given_for_the_same_steps(report):
-    from tfwb import diagnosis
+    from tfwb.analysis import diagnosis
 
     assert "input" in report.profiler_verdict.lower()             # the profiler's own sentence
     waits = [report.result.input_wait_s[i] for i in report.measured_index]

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tfwb.diagnosis import diagnose
+from tfwb.analysis.diagnosis import diagnose
 
 from tfwb.config import RunConfig
 from tfwb.records import Note, RunResult, Sample

@@ -1,4 +1,5 @@
-"""tfwb.report: history rows, the text table and the HTML table, against exact strings."""
+"""tfwb.analysis.rows and tfwb.text: the typed history rows, their words, the text table and the HTML table,
+against exact strings."""
 import dataclasses
 import re
 import subprocess
@@ -7,9 +8,14 @@ import sys
 import pytest
 
 from fakes import failed_result, make_result
-from tfwb import report, stats
+from tfwb import stats
+from tfwb import text as words
+from tfwb.analysis.diagnosis import Bound, diagnose
+from tfwb.analysis.noise import noise_band
+from tfwb.analysis import pairs
+from tfwb.analysis.pairs import ARITHMETIC_KNOBS, compare_runs, other_cpu_pct
+from tfwb.analysis.rows import history_rows, pick_baseline
 from tfwb.config import RunConfig
-from tfwb.diagnosis import Bound, diagnose
 from tfwb.records import Sample
 
 BASE_S = (0.100, 0.104, 0.096, 0.102, 0.098)
@@ -35,63 +41,63 @@ def results():
 
 def test_format_changes_lists_fields_in_declaration_order_as_kwargs():
     base = RunConfig()
-    assert report.format_changes(RunConfig(cache=True, prefetch=True), base) == "prefetch=True, cache=True"
-    assert report.format_changes(RunConfig(mixed_precision="mixed_bfloat16"), base) == \
+    assert words.format_changes(RunConfig(cache=True, prefetch=True), base) == "prefetch=True, cache=True"
+    assert words.format_changes(RunConfig(mixed_precision="mixed_bfloat16"), base) == \
         "mixed_precision='mixed_bfloat16'"
-    assert report.format_changes(RunConfig(label="same knobs"), base) == "baseline"
-    assert report.format_changes(RunConfig(clip="norm:1.0"), base) == "clip='norm:1.0'"
+    assert words.format_changes(RunConfig(label="same knobs"), base) == "baseline"
+    assert words.format_changes(RunConfig(clip="norm:1.0"), base) == "clip='norm:1.0'"
 
 
 def test_rows_carry_numbers_verdicts_and_errors(results):
-    rows = report.history_rows(results)
-    assert [r["index"] for r in rows] == [1, 2, 3, 4]
+    rows = history_rows(results)
+    assert [r.index for r in rows] == [1, 2, 3, 4]
     first, fast, repeat, oom = rows
-    assert first["is_baseline"] and first["verdict"] == "baseline" and first["speedup"] == 1.0
-    assert first["changes"] == "baseline"
-    assert first["median_ms"] == pytest.approx(100.0)
-    assert (first["q1_ms"], first["q3_ms"]) == (pytest.approx(98.0), pytest.approx(102.0))
-    assert first["iqr_ms"] == pytest.approx(4.0)
-    assert first["examples_per_s"] == pytest.approx(640.0)
-    assert first["input_wait_pct"] == pytest.approx(30.0)
-    assert first["bottleneck"].startswith("highly input-bound (input wait 30%)")
-    assert first["error"] is None
-    assert fast["verdict"] == "2.00x faster" and fast["speedup"] == pytest.approx(2.0)
-    assert fast["changes"] == "prefetch=True, cache=True"
-    assert repeat["verdict"] == "1.01x slower: no significant difference"   # never a bare 0.99x
-    assert oom["status"] == "failed" and oom["error"] == "ResourceExhaustedError: OOM"
-    assert oom["median_ms"] is None and oom["verdict"] == "" and oom["bottleneck"] == ""
+    assert first.is_baseline and words.verdict(first) == "baseline" and first.speedup == 1.0
+    assert words.changes(first) == "baseline"
+    assert first.median_ms == pytest.approx(100.0)
+    assert (first.q1_ms, first.q3_ms) == (pytest.approx(98.0), pytest.approx(102.0))
+    assert first.iqr_ms == pytest.approx(4.0)
+    assert first.examples_per_s == pytest.approx(640.0)
+    assert first.input_wait_pct == pytest.approx(30.0)
+    assert words.headline(first).startswith("highly input-bound (input wait 30%)")
+    assert first.error is None
+    assert words.verdict(fast) == "2.00x faster" and fast.speedup == pytest.approx(2.0)
+    assert words.changes(fast) == "prefetch=True, cache=True"
+    assert words.verdict(repeat) == "1.01x slower: no significant difference"   # never a bare 0.99x
+    assert oom.status == "failed" and oom.error == "ResourceExhaustedError: OOM"
+    assert oom.median_ms is None and words.verdict(oom) == "" and words.headline(oom) == ""
 
 
 def test_baseline_is_first_ok_result_unless_given(results):
-    rows = report.history_rows([results[3]] + results[:2])    # a failure first
-    assert [r["verdict"] for r in rows] == ["", "baseline", "2.00x faster"]
-    rows = report.history_rows(results[:2], baseline=results[1])
-    assert rows[0]["verdict"] == "2.00x slower" and rows[1]["is_baseline"]
-    assert rows[0]["changes"] == "prefetch=False, cache=False"   # relative to the baseline run
+    rows = history_rows([results[3]] + results[:2])    # a failure first
+    assert [words.verdict(r) for r in rows] == ["", "baseline", "2.00x faster"]
+    rows = history_rows(results[:2], baseline=results[1])
+    assert words.verdict(rows[0]) == "2.00x slower" and rows[1].is_baseline
+    assert words.changes(rows[0]) == "prefetch=False, cache=False"   # relative to the baseline run
 
 
 def test_pick_baseline_prefers_a_run_of_the_baseline_config(results):
     swapped = [results[1], results[0]]
-    assert report.pick_baseline(swapped) is results[1]
-    assert report.pick_baseline(swapped, RunConfig()) is results[0]
-    assert report.pick_baseline([results[3]]) is None
-    rows = report.history_rows(swapped, baseline_config=RunConfig())
-    assert [r["verdict"] for r in rows] == ["2.00x faster", "baseline"]
-    assert [r["changes"] for r in rows] == ["prefetch=True, cache=True", "baseline"]
+    assert pick_baseline(swapped) is results[1]
+    assert pick_baseline(swapped, RunConfig()) is results[0]
+    assert pick_baseline([results[3]]) is None
+    rows = history_rows(swapped, baseline_config=RunConfig())
+    assert [words.verdict(r) for r in rows] == ["2.00x faster", "baseline"]
+    assert [words.changes(r) for r in rows] == ["prefetch=True, cache=True", "baseline"]
 
 
 def test_too_few_steps_says_so():
-    rows = report.history_rows([ok(RunConfig(), (0.1, 0.1), 0.0), ok(RunConfig(prefetch=True), (0.05, 0.05), 0.0)])
-    assert rows[1]["verdict"] == "2.00x faster: too few steps to tell"
+    rows = history_rows([ok(RunConfig(), (0.1, 0.1), 0.0), ok(RunConfig(prefetch=True), (0.05, 0.05), 0.0)])
+    assert words.verdict(rows[1]) == "2.00x faster: too few steps to tell"
 
 
 def test_format_table_exact(results):
-    rows = report.history_rows(results)
-    slow, fast = rows[0]["bottleneck"], rows[1]["bottleneck"]     # the diagnosis's words (tfwb.diagnosis)
+    rows = history_rows(results)
+    slow, fast = words.headline(rows[0]), words.headline(rows[1])     # the diagnosis's words (tfwb.diagnosis)
     assert slow.startswith("highly input-bound (input wait 30%)") and fast == "not input-bound (input wait 2%)"
     error = "error: ResourceExhaustedError: OOM"
     rule = "-" * max(len(slow), len(fast), len(error))
-    assert report.format_table(rows) == (
+    assert words.format_table(rows) == (
         "#  status  changes vs baseline        median ms      IQR ms  examples/s  input wait  vs baseline        "
         "                      vs previous run      diagnosis\n"
         "-  ------  -------------------------  ---------  ----------  ----------  ----------  -------------------"
@@ -107,9 +113,9 @@ def test_format_table_exact(results):
 
 
 def test_format_table_shows_labels_only_when_some_run_has_one():
-    rows = report.history_rows([ok(RunConfig(label="first"), BASE_S, 0.0)])
+    rows = history_rows([ok(RunConfig(label="first"), BASE_S, 0.0)])
     headline = "not input-bound (input wait 0%)"
-    assert report.format_table(rows) == (
+    assert words.format_table(rows) == (
         "#  label  status  changes vs baseline  median ms      IQR ms  examples/s  input wait  vs baseline  diagnosis\n"
         "-  -----  ------  -------------------  ---------  ----------  ----------  ----------  -----------  "
         + "-" * len(headline) + "\n"
@@ -118,7 +124,7 @@ def test_format_table_shows_labels_only_when_some_run_has_one():
 
 
 def test_html_table_exact_escaped_and_failed_row_red():
-    rows = report.history_rows([failed(RunConfig(label="<b>x</b>"), error="bad & <worse>")])
+    rows = history_rows([failed(RunConfig(label="<b>x</b>"), error="bad & <worse>")])
     td = '<td style="padding:1px 6px;text-align:{}">{}</td>'
     th = '<th style="padding:1px 6px;border-bottom:1px solid #999;text-align:{}">{}</th>'
     heads = [("right", "#"), ("left", "label"), ("left", "status"), ("left", "changes vs baseline"),
@@ -128,7 +134,7 @@ def test_html_table_exact_escaped_and_failed_row_red():
     cells = [("right" + nowrap, "1"), ("left", "&lt;b&gt;x&lt;/b&gt;"), ("left", "failed"), ("left", "baseline"),
              ("right" + nowrap, ""), ("right" + nowrap, ""), ("right" + nowrap, ""), ("right" + nowrap, ""),
              ("left", ""), ("left", "error: bad &amp; &lt;worse&gt;")]
-    assert report.html_table(rows) == (
+    assert words.html_table(rows) == (
         '<div class="tfwb-history-scroll" style="overflow-x:auto;max-width:100%">'
         '<table class="tfwb-history" style="border-collapse:collapse;font-size:12px"><thead><tr>'
         + "".join(th.format(*h) for h in heads) + '</tr></thead><tbody><tr class="tfwb-row-failed" '
@@ -136,31 +142,31 @@ def test_html_table_exact_escaped_and_failed_row_red():
 
 
 def test_html_table_marks_baseline_and_verdicts(results):
-    text = report.html_table(report.history_rows(results))
+    text = words.html_table(history_rows(results))
     assert text.count("<tr class=") == 4
     assert '<tr class="tfwb-row-ok tfwb-row-baseline" style="font-weight:bold">' in text
     assert ">2.00x faster<" in text and ">1.01x slower: no significant difference<" in text
     assert '<tr class="tfwb-row-failed" style="color:#c00">' in text
     # Each verdict is coloured by its own comparison: #3 is no different from the
     # baseline (grey) but 2.02x slower than #2 (orange).
-    assert f'color:{report.FASTER_COLOR}">2.00x faster<' in text
-    assert f'color:{report.SAME_COLOR}">1.01x slower: no significant difference<' in text
-    assert f'color:{report.SLOWER_COLOR}">vs #2: 2.02x slower<' in text
+    assert f'color:{words.FASTER_COLOR}">2.00x faster<' in text
+    assert f'color:{words.SAME_COLOR}">1.01x slower: no significant difference<' in text
+    assert f'color:{words.SLOWER_COLOR}">vs #2: 2.02x slower<' in text
     assert '<caption style="caption-side:bottom' in text and "Run-to-run noise: \u00b1" in text
 
 
 def test_empty():
-    assert report.history_rows([]) == []
-    assert report.format_table([]) == "No runs yet."
-    assert report.html_table([]) == '<div class="tfwb-history tfwb-empty">No runs yet.</div>'
+    assert history_rows([]) == []
+    assert words.format_table([]) == "No runs yet."
+    assert words.html_table([]) == '<div class="tfwb-history tfwb-empty">No runs yet.</div>'
 
 
 def test_output_is_deterministic(results):
-    assert report.html_table(report.history_rows(results)) == report.html_table(report.history_rows(list(results)))
+    assert words.html_table(history_rows(results)) == words.html_table(history_rows(list(results)))
 
 
 def test_report_is_pure():
-    code = ("import sys, tfwb.report; bad = [m for m in ('tensorflow', 'matplotlib', 'ipywidgets', 'IPython') "
+    code = ("import sys, tfwb.text, tfwb.analysis.rows, tfwb.analysis.session; bad = [m for m in ('tensorflow', 'matplotlib', 'ipywidgets', 'IPython') "
             "if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -173,11 +179,11 @@ def test_runs_of_another_size_are_not_compared_and_baseline_follows_the_latest_s
     small_base = _sized(ok(RunConfig(), BASE_S, 0.03), "small")
     full_base = _sized(ok(RunConfig(), (0.5, 0.51, 0.49, 0.5, 0.52), 0.03), "full")
     full_fast = _sized(ok(RunConfig(prefetch=True), (0.25, 0.26, 0.24, 0.25, 0.25), 0.0), "full")
-    assert report.pick_baseline([small_base, full_base, full_fast], RunConfig()) is full_base
-    rows = report.history_rows([small_base, full_base, full_fast], baseline=small_base)
-    assert rows[1]["verdict"] == "full size: not compared" and rows[1]["speedup"] is None
-    rows = report.history_rows([small_base, full_base, full_fast], baseline_config=RunConfig())
-    assert [r["verdict"] for r in rows] == ["small size: not compared", "baseline", "2.00x faster"]
+    assert pick_baseline([small_base, full_base, full_fast], RunConfig()) is full_base
+    rows = history_rows([small_base, full_base, full_fast], baseline=small_base)
+    assert words.verdict(rows[1]) == "full size: not compared" and rows[1].speedup is None
+    rows = history_rows([small_base, full_base, full_fast], baseline_config=RunConfig())
+    assert [words.verdict(r) for r in rows] == ["small size: not compared", "baseline", "2.00x faster"]
 
 
 # -- each run against the previous one, and the noise it is judged against ------------------
@@ -193,18 +199,18 @@ def test_a_run_is_compared_with_the_previous_run_and_the_baseline():
     runs = [ok(RunConfig(), steps(0.120), 0.05), ok(tuned, steps(0.043), 0.0),
             failed(RunConfig(batch_size=4096)),
             ok(tuned.replace(mixed_precision="mixed_float16"), steps(0.102), 0.0)]
-    rows = report.history_rows(runs)
+    rows = history_rows(runs)
     first, second, oom, mixed = rows
-    assert first["previous"] is None and first["prev_verdict"] == "" and first["prev_comparison"] is None
-    assert second["previous"] == 1 and second["prev_verdict"] == "2.79x faster"
-    assert oom["previous"] == 2 and oom["prev_verdict"] == ""             # nothing measured to compare
-    assert mixed["previous"] == 2                                          # the failure is skipped
-    assert mixed["verdict"] == "1.18x faster" and mixed["comparison"] == "faster"
-    assert mixed["prev_verdict"] == "2.37x slower" and mixed["prev_comparison"] == "slower"
-    assert mixed["prev_speedup"] == pytest.approx(0.043 / 0.102)
-    assert mixed["prev_changes"] == "mixed_precision='mixed_float16'"
-    assert mixed["changes"] == "prefetch=True, parallel_map=True, mixed_precision='mixed_float16'"
-    cells = report.format_cells(mixed)
+    assert first.previous is None and words.prev_verdict(first) == "" and first.prev_comparison is None
+    assert second.previous == 1 and words.prev_verdict(second) == "2.79x faster"
+    assert oom.previous == 2 and words.prev_verdict(oom) == ""             # nothing measured to compare
+    assert mixed.previous == 2                                          # the failure is skipped
+    assert words.verdict(mixed) == "1.18x faster" and mixed.comparison == "faster"
+    assert words.prev_verdict(mixed) == "2.37x slower" and mixed.prev_comparison == "slower"
+    assert mixed.prev_speedup == pytest.approx(0.043 / 0.102)
+    assert words.prev_changes(mixed) == "mixed_precision='mixed_float16'"
+    assert words.changes(mixed) == "prefetch=True, parallel_map=True, mixed_precision='mixed_float16'"
+    cells = words.format_cells(mixed)
     assert cells["prev_verdict"] == "vs #2: 2.37x slower" and cells["verdict"] == "1.18x faster"
 
 
@@ -212,25 +218,25 @@ def test_previous_run_is_of_the_same_size_and_unchanged_knobs_say_so():
     small = _sized(ok(RunConfig(), BASE_S, 0.0), "small")
     full = _sized(ok(RunConfig(), (0.5,) * 5, 0.0), "full")
     again = _sized(ok(RunConfig(), BASE_S, 0.0), "small")
-    rows = report.history_rows([small, full, again])
-    assert rows[2]["previous"] == 1 and rows[2]["prev_changes"] == "no change"
-    assert rows[1]["previous"] is None
+    rows = history_rows([small, full, again])
+    assert rows[2].previous == 1 and words.prev_changes(rows[2]) == "no change"
+    assert rows[1].previous is None
 
 
 def test_identical_runs_that_drift_are_no_significant_difference():
     # Three identical runs landing 62.5, 66 and 64 ms apart, each with a tight IQR: the old
     # rule called the gaps significant; within the noise band they are not.
     runs = [ok(RunConfig(), steps(m), 0.0) for m in (0.0625, 0.066, 0.064)]
-    rows = report.history_rows(runs)
-    assert [r["comparison"] for r in rows] == ["baseline", "no significant difference",
+    rows = history_rows(runs)
+    assert [r.comparison for r in rows] == ["baseline", "no significant difference",
                                                "no significant difference"]
-    assert rows[1]["verdict"].endswith("run-to-run noise)")
-    assert rows[2]["prev_comparison"] == "no significant difference"
+    assert words.verdict(rows[1]).endswith("run-to-run noise)")
+    assert rows[2].prev_comparison == "no significant difference"
 
 
 def test_a_15_percent_change_beyond_the_noise_is_detected():
     runs = [ok(RunConfig(), steps(0.100), 0.0), ok(RunConfig(shuffle_buffer=74), steps(0.115), 0.0)]
-    assert report.history_rows(runs)[1]["verdict"] == "1.15x slower"
+    assert words.verdict(history_rows(runs)[1]) == "1.15x slower"
 
 
 # -- issue 18: batch sizes differ -> time per example; ratios with a direction; who "the baseline" is --------
@@ -239,14 +245,14 @@ def test_runs_with_different_batches_compare_time_per_example():
     while it trained on 1.2x more examples a second."""
     b64 = ok(RunConfig(batch_size=64), steps(0.0492), 0.0)
     b128 = ok(RunConfig(batch_size=128), steps(0.0812), 0.0)
-    rows = report.history_rows([b64, b128])
-    assert rows[1]["verdict"] == "per example: 1.21x faster (batch 128 vs 64)"
-    assert rows[1]["prev_verdict"] == "per example: 1.21x faster (batch 128 vs 64)"
-    assert rows[1]["comparison"] == "faster" and rows[1]["per_example"] and rows[1]["prev_per_example"]
-    assert rows[1]["speedup"] == pytest.approx(2 * 0.0492 / 0.0812)
-    assert "vs #1: per example: 1.21x faster (batch 128 vs 64)" in report.format_table(rows)
-    same = report.history_rows([b64, ok(RunConfig(batch_size=64, prefetch=True), steps(0.0812), 0.0)])
-    assert same[1]["verdict"] == "1.65x slower" and not same[1]["per_example"]
+    rows = history_rows([b64, b128])
+    assert words.verdict(rows[1]) == "per example: 1.21x faster (batch 128 vs 64)"
+    assert words.prev_verdict(rows[1]) == "per example: 1.21x faster (batch 128 vs 64)"
+    assert rows[1].comparison == "faster" and rows[1].per_example and rows[1].prev_per_example
+    assert rows[1].speedup == pytest.approx(2 * 0.0492 / 0.0812)
+    assert "vs #1: per example: 1.21x faster (batch 128 vs 64)" in words.format_table(rows)
+    same = history_rows([b64, ok(RunConfig(batch_size=64, prefetch=True), steps(0.0812), 0.0)])
+    assert words.verdict(same[1]) == "1.65x slower" and not same[1].per_example
 
 
 def test_no_ratio_prints_bare():
@@ -254,9 +260,9 @@ def test_no_ratio_prints_bare():
     base = ok(RunConfig(), steps(0.100), 0.0)
     close = ok(RunConfig(prefetch=True), steps(0.119), 0.0)         # 0.84x: 1.19x slower
     near = ok(RunConfig(cache=True), steps(0.105), 0.0)             # 0.95x: within the noise
-    rows = report.history_rows([base, close, near])
-    text = report.format_table(rows) + report.html_table(rows)
-    assert rows[2]["verdict"] == "1.05x slower: no significant difference (within \u00b110 % run-to-run noise)"
+    rows = history_rows([base, close, near])
+    text = words.format_table(rows) + words.html_table(rows)
+    assert words.verdict(rows[2]) == "1.05x slower: no significant difference (within \u00b110 % run-to-run noise)"
     assert not re.search(r"\b0\.\d\dx", text), text
 
 
@@ -264,12 +270,12 @@ def test_cannot_tell_names_the_previous_run_as_the_previous_run():
     base = with_load(ok(RunConfig(), steps(0.100), 0.0), 3.0)
     second = with_load(ok(RunConfig(prefetch=True), steps(0.100), 0.0), 3.0)
     busy = with_load(ok(RunConfig(cache=True), steps(0.180), 0.0), 50.0)
-    row = report.history_rows([base, second, busy])[2]
-    assert row["prev_verdict"] == ("1.80x slower: cannot tell: the machine was busy (other programs used 3 % of "
+    row = history_rows([base, second, busy])[2]
+    assert words.prev_verdict(row) == ("1.80x slower: cannot tell: the machine was busy (other programs used 3 % of "
                                    f"the CPU during the previous run (#2), 50 % during this run); {HINT}")
-    assert row["verdict"].endswith(f"during the baseline, 50 % during this run); {HINT}")
-    after_base = report.history_rows([base, busy])[1]
-    assert "during the baseline (#1), 50 %" in after_base["prev_verdict"]
+    assert words.verdict(row).endswith(f"during the baseline, 50 % during this run); {HINT}")
+    after_base = history_rows([base, busy])[1]
+    assert "during the baseline (#1), 50 %" in words.prev_verdict(after_base)
 
 
 def test_a_change_of_arithmetic_gets_the_final_loss_gap_beside_the_speed():
@@ -277,15 +283,15 @@ def test_a_change_of_arithmetic_gets_the_final_loss_gap_beside_the_speed():
     sgd = make_result(RunConfig(optimizer="sgd"), step_times_s=steps(0.1), losses=(2.0,) * 15 + (1.5,) * 5)
     fetch = make_result(RunConfig(optimizer="sgd", prefetch=True), step_times_s=steps(0.05),
                         losses=(2.0,) * 15 + (1.5,) * 5)
-    rows = report.history_rows([adam, sgd, fetch])
-    assert rows[1]["prev_arithmetic"] == ["optimizer"]
-    assert rows[1]["loss_note"] == "final loss 1.5 vs 1 for #1 (+0.5, higher) after 20 steps"
-    assert rows[2]["loss_note"] == "" and rows[2]["prev_arithmetic"] == []       # prefetch: same arithmetic
-    table = report.format_table(rows)
+    rows = history_rows([adam, sgd, fetch])
+    assert rows[1].prev_arithmetic == ["optimizer"]
+    assert words.row_loss_note(rows[1]) == "final loss 1.5 vs 1 for #1 (+0.5, higher) after 20 steps"
+    assert words.row_loss_note(rows[2]) == "" and rows[2].prev_arithmetic == []       # prefetch: same arithmetic
+    table = words.format_table(rows)
     assert "loss vs previous run" in table and "final loss 1.5 vs 1 for #1 (+0.5, higher)" in table
-    assert "loss vs previous run" not in report.format_table(report.history_rows([sgd, fetch]))
-    assert {"learning_rate", "clip", "optimizer", "mixed_precision", "jit_compile"} <= set(report.ARITHMETIC_KNOBS)
-    assert not {"prefetch", "batch_size", "steps", "label"} & set(report.ARITHMETIC_KNOBS)
+    assert "loss vs previous run" not in words.format_table(history_rows([sgd, fetch]))
+    assert {"learning_rate", "clip", "optimizer", "mixed_precision", "jit_compile"} <= set(ARITHMETIC_KNOBS)
+    assert not {"prefetch", "batch_size", "steps", "label"} & set(ARITHMETIC_KNOBS)
 
 
 HINT = "compare the two configurations interleaved (tfwb.compare_interleaved) to decide"
@@ -303,47 +309,47 @@ def with_load(result, other_pct, cores=2, size=None):
                     for i in range(5))
     fp = {"cpu_count": cores, "cpu_model": "test cpu"}
     if size:
-        fp["size"] = size
+        fp.size = size
     return dataclasses.replace(result, step_start_s=starts, samples=samples, fingerprint=fp)
 
 
 def test_other_cpu_pct_reads_the_samples_of_the_measured_steps():
     run = with_load(ok(RunConfig(), steps(0.1), 0.0), 30.0)
-    assert report.other_cpu_pct(run) == pytest.approx(30.0)
-    assert report.other_cpu_pct(ok(RunConfig(), steps(0.1), 0.0)) is None      # no samples
+    assert other_cpu_pct(run) == pytest.approx(30.0)
+    assert other_cpu_pct(ok(RunConfig(), steps(0.1), 0.0)) is None      # no samples
     no_cores = dataclasses.replace(run, fingerprint={})
-    assert report.other_cpu_pct(no_cores) is None
+    assert other_cpu_pct(no_cores) is None
 
 
 def test_a_run_while_other_programs_were_busy_cannot_tell():
     quiet = with_load(ok(RunConfig(), steps(0.100), 0.0), 3.0)
     busy = with_load(ok(RunConfig(), steps(0.180), 0.0), 50.0)
-    row = report.history_rows([quiet, busy])[1]
-    assert row["comparison"] == stats.CANNOT_TELL_BUSY
-    assert row["verdict"] == ("1.80x slower: cannot tell: the machine was busy (other programs used 3 % of the "
+    row = history_rows([quiet, busy])[1]
+    assert row.comparison == stats.CANNOT_TELL_BUSY
+    assert words.verdict(row) == ("1.80x slower: cannot tell: the machine was busy (other programs used 3 % of the "
                               f"CPU during the baseline, 50 % during this run); {HINT}")
-    assert row["other_cpu_pct"] == pytest.approx(50.0)
-    cmp = report.compare_runs(quiet, busy)
+    assert row.other_cpu_pct == pytest.approx(50.0)
+    cmp = compare_runs(quiet, busy)
     assert cmp.verdict == stats.CANNOT_TELL_BUSY and cmp.other_cpu_pct == (pytest.approx(3.0), pytest.approx(50.0))
-    assert report.busy(busy) and not report.busy(quiet) and not report.busy(ok(RunConfig(), steps(0.1), 0.0))
+    assert pairs.busy(busy) and not pairs.busy(quiet) and not pairs.busy(ok(RunConfig(), steps(0.1), 0.0))
 
 
 def test_noise_band_is_learned_from_repeated_identical_runs_at_similar_load():
     runs = [with_load(ok(RunConfig(), steps(m), 0.0), 3.0) for m in (0.100, 0.101, 0.099)]
     runs.append(with_load(ok(RunConfig(prefetch=True), steps(0.05), 0.0), 3.0))
-    band = report.noise_band(runs)
+    band = noise_band(runs)
     assert band.learned and band.runs == 3 and band.dof == 2
     assert band.pct == pytest.approx(stats.learn_noise([[0.100, 0.101, 0.099]]).pct)
     # A run of the same configuration while other programs were busy teaches nothing.
     busy = with_load(ok(RunConfig(), steps(0.16), 0.0), 55.0)
-    assert report.noise_band(runs + [busy]).pct == pytest.approx(band.pct)
+    assert noise_band(runs + [busy]).pct == pytest.approx(band.pct)
 
     # Runs on another machine do not count.
     other_machine = [dataclasses.replace(r, fingerprint={"cpu_count": 8, "cpu_model": "other"}) for r in runs[:3]]
-    assert report.noise_band(other_machine + [runs[3]]) is stats.DEFAULT_NOISE
-    rows = report.history_rows(runs)
-    assert rows[0]["noise_learned"] and rows[0]["noise_pct"] == pytest.approx(band.pct)
-    assert "learned from 3 identical runs" in report.noise_note(rows)
+    assert noise_band(other_machine + [runs[3]]) is stats.DEFAULT_NOISE
+    rows = history_rows(runs)
+    assert rows[0].noise.learned and rows[0].noise.pct == pytest.approx(band.pct)
+    assert "learned from 3 identical runs" in words.noise_note(rows)
 
 
 def test_a_history_that_mixes_quiet_and_busy_runs_learns_the_quiet_band():
@@ -353,45 +359,45 @@ def test_a_history_that_mixes_quiet_and_busy_runs_learns_the_quiet_band():
     busy = [with_load(ok(RunConfig(), steps(m), 0.0), load) for m, load in
             ((0.19, 45.0), (0.31, 80.0), (0.14, 25.0), (0.26, 60.0), (0.22, 50.0), (0.35, 90.0))]
     mixed = [r for pair in zip(quiet, busy) for r in pair] + busy[4:]
-    band = report.noise_band(mixed)
+    band = noise_band(mixed)
     assert band.runs == 4 and band.pct == pytest.approx(stats.learn_noise([[0.100, 0.102, 0.098, 0.101]]).pct)
     assert band.pct < 10.0
     slow = with_load(ok(RunConfig(prefetch=True), steps(0.194), 0.0), 2.0)
-    assert report.compare_runs(quiet[0], slow, noise=band).verdict == stats.SLOWER
+    assert compare_runs(quiet[0], slow, noise=band).verdict == stats.SLOWER
 
 
 def test_noise_band_defaults_without_repeats(results):
-    assert report.noise_band(results) is stats.DEFAULT_NOISE
-    assert report.noise_band([]) is stats.DEFAULT_NOISE
-    rows = report.history_rows(results)
-    assert rows[0]["noise_pct"] == stats.DEFAULT_NOISE_PCT and not rows[0]["noise_learned"]
-    assert report.noise_note(rows).startswith(f"Run-to-run noise: \u00b1{stats.DEFAULT_NOISE_PCT:.0f} % (the default")
-    assert report.noise_note(report.history_rows(results[:1])) == ""          # nothing compared yet
+    assert noise_band(results) is stats.DEFAULT_NOISE
+    assert noise_band([]) is stats.DEFAULT_NOISE
+    rows = history_rows(results)
+    assert rows[0].noise.pct == stats.DEFAULT_NOISE_PCT and not rows[0].noise.learned
+    assert words.noise_note(rows).startswith(f"Run-to-run noise: \u00b1{stats.DEFAULT_NOISE_PCT:.0f} % (the default")
+    assert words.noise_note(history_rows(results[:1])) == ""          # nothing compared yet
 
 
 def test_short_changes_are_short_and_cut_nothing():
     base = RunConfig(prefetch=True)
-    assert report.short_changes(RunConfig(prefetch=True, cache=True), base) == ["cache"]
-    assert report.short_changes(RunConfig(), base) == ["no prefetch"]
-    assert report.short_changes(RunConfig(prefetch=True, mixed_precision="mixed_float16", clip="norm:1.0",
+    assert words.short_changes(RunConfig(prefetch=True, cache=True), base) == ["cache"]
+    assert words.short_changes(RunConfig(), base) == ["no prefetch"]
+    assert words.short_changes(RunConfig(prefetch=True, mixed_precision="mixed_float16", clip="norm:1.0",
                                           batch_size=74), base) == \
         ["batch_size=74", "mixed_precision=mixed_float16", "clip=norm:1.0"]
-    assert report.short_changes(RunConfig(prefetch=True, label="x"), base) == []
-    assert report.short_changes(RunConfig(), None) == []
+    assert words.short_changes(RunConfig(prefetch=True, label="x"), base) == []
+    assert words.short_changes(RunConfig(), None) == []
 
 
 def test_verdict_colors_have_one_definition():
-    assert report.verdict_color("faster") == report.FASTER_COLOR
-    assert report.verdict_color("slower") == report.SLOWER_COLOR
-    assert report.verdict_color("no significant difference") == report.SAME_COLOR
-    assert report.verdict_color(None) == report.SAME_COLOR
-    assert report.FAILED_COLOR not in (report.FASTER_COLOR, report.SLOWER_COLOR, report.SAME_COLOR)
+    assert words.verdict_color("faster") == words.FASTER_COLOR
+    assert words.verdict_color("slower") == words.SLOWER_COLOR
+    assert words.verdict_color("no significant difference") == words.SAME_COLOR
+    assert words.verdict_color(None) == words.SAME_COLOR
+    assert words.FAILED_COLOR not in (words.FASTER_COLOR, words.SLOWER_COLOR, words.SAME_COLOR)
 
 
 # -- figures that may be missing: a MIG slice's utilization, a failed run's figures ---------------------------
 def test_fmt_reads_a_missing_figure_as_not_available():
-    assert report.fmt(1234.5, ",.0f") == "1,234" and report.fmt(None, ".2f") == "n/a"
-    assert report.fmt(float("nan"), ".1f", missing="-") == "-"
+    assert words.fmt(1234.5, ",.0f") == "1,234" and words.fmt(None, ".2f") == "n/a"
+    assert words.fmt(float("nan"), ".1f", missing="-") == "-"
 
 
 def test_utilization_lines_on_a_mig_slice_say_why_instead_of_raising():
@@ -405,14 +411,14 @@ def test_utilization_lines_on_a_mig_slice_say_why_instead_of_raising():
     samples = tuple(Sample(0.1 * i, 95.0, 30.0, 800.0 + i, r["gpu_util_pct"], r["gpu_mem_used_mib"])
                     for i, r in enumerate(reads))
     result = make_result(samples=samples)
-    lines = report.utilization_lines(result, cpu_count=2)
+    lines = words.utilization_lines(result, cpu_count=2)
     assert lines[0].startswith("3 samples; process CPU median 95 % of one core (2 cores here)")
     assert len(lines) == 2 and lines[1].startswith("GPU 0: utilization not reported: NVML refuses")
     assert "MiB" in lines[1] and "None" not in lines[1]
 
 
 def test_utilization_lines_of_a_failed_run_without_samples():
-    lines = report.utilization_lines(failed_result())
+    lines = words.utilization_lines(failed_result())
     assert lines == ["0 samples; process CPU median n/a % of one core; whole machine n/a %; RSS peak n/a MiB"]
 
 
@@ -438,22 +444,22 @@ def counted(cfg, times_s, wait_s, **fields):
 
 
 def test_the_mfu_column_shows_the_share_not_counted_or_missing():
-    rows = report.history_rows([
+    rows = history_rows([
         counted(RunConfig(), BASE_S, 0.001, datasheet_flops_per_s=2e11),
         make_result(RunConfig(prefetch=True), step_times_s=BASE_S, wait_s=0.001, flops_uncounted=("lstm (LSTM)",)),
         make_result(RunConfig(cache=True), step_times_s=BASE_S, wait_s=0.001, model_flops_per_step=2e9),
         failed(RunConfig(batch_size=4096)),
     ])
-    cells = [report.format_cells(r)["mfu"] for r in rows]
-    assert cells == ["20 %", "not counted", report.MISSING_TEXT, ""]
-    assert rows[0]["mfu_text"] == "MFU 20 % of this machine's measured float32 peak (10 % of datasheet)"
-    table = report.format_table(rows)
+    cells = [words.format_cells(r)["mfu"] for r in rows]
+    assert cells == ["20 %", "not counted", words.MISSING_TEXT, ""]
+    assert words.mfu_text(rows[0]) == "MFU 20 % of this machine's measured float32 peak (10 % of datasheet)"
+    table = words.format_table(rows)
     assert re.search(r"input wait +MFU +vs baseline", table.splitlines()[0])
-    assert "MFU" in report.html_table(rows)
+    assert "MFU" in words.html_table(rows)
 
 
 def test_a_history_without_counted_flops_has_no_mfu_column(results):
-    assert "MFU" not in report.format_table(report.history_rows(results))
+    assert "MFU" not in words.format_table(history_rows(results))
 
 
 def first_suggestion(result):
@@ -466,10 +472,10 @@ def test_a_run_that_applies_the_suggestion_scores_its_bound():
     (knob, value, _), bound = first_suggestion(base)
     assert bound.speedup == pytest.approx(1 / 0.7)
     faster = counted(RunConfig().replace(**{knob: value}), tuple(t / 1.2 for t in BASE_S), 0.001)
-    row = report.history_rows([base, faster])[1]
-    assert row["bound"] == bound and not row["bound_exceeded"]
-    assert row["bound_note"] == f"{knob}={value!r}: bound 1.4x, measured 1.2x (84 % of the bound)"
-    assert row["bound_note"] in report.format_table(report.history_rows([base, faster]))
+    row = history_rows([base, faster])[1]
+    assert row.bound == bound and not row.bound_exceeded
+    assert words.bound_note(row) == f"{knob}={value!r}: bound 1.4x, measured 1.2x (84 % of the bound)"
+    assert words.bound_note(row) in words.format_table(history_rows([base, faster]))
 
 
 GPU_FP = {"gpus": [{"name": "G", "compute_capability": [8, 0]}]}
@@ -480,9 +486,9 @@ def test_a_gain_above_an_input_bound_on_a_cpu_is_explained_not_flagged():
     (knob, value, _), bound = first_suggestion(base)
     assert not bound.strict and "takes cores from the step" in bound.text
     too_fast = counted(RunConfig().replace(**{knob: value}), tuple(t / 2 for t in BASE_S), 0.001)
-    row = report.history_rows([base, too_fast])[1]
-    assert not row["bound_exceeded"]
-    assert row["bound_note"] == (f"{knob}={value!r}: measured 2.0x, above the input-wait bound 1.4x: on a CPU "
+    row = history_rows([base, too_fast])[1]
+    assert not row.bound_exceeded
+    assert words.bound_note(row) == (f"{knob}={value!r}: measured 2.0x, above the input-wait bound 1.4x: on a CPU "
                                  "the pipeline shared the cores with the step, so removing its work sped the step too")
 
 
@@ -490,12 +496,12 @@ def test_a_gain_above_its_bound_beyond_noise_is_flagged():
     base = counted(RunConfig(), BASE_S, 0.03, fingerprint=GPU_FP)
     (knob, value, _), _bound = first_suggestion(base)
     too_fast = counted(RunConfig().replace(**{knob: value}), tuple(t / 2 for t in BASE_S), 0.001, fingerprint=GPU_FP)
-    row = report.history_rows([base, too_fast])[1]
-    assert row["bound_exceeded"]
-    assert row["bound_note"] == (f"{knob}={value!r}: measured 2.0x is above its bound 1.4x beyond noise "
+    row = history_rows([base, too_fast])[1]
+    assert row.bound_exceeded
+    assert words.bound_note(row) == (f"{knob}={value!r}: measured 2.0x is above its bound 1.4x beyond noise "
                                  "(+-10 %): the bound or the measurement is wrong")
     within = counted(RunConfig().replace(**{knob: value}), tuple(t / 1.5 for t in BASE_S), 0.001, fingerprint=GPU_FP)
-    assert not report.history_rows([base, within])[1]["bound_exceeded"]    # 1.5x: within 10 % of 1.43x
+    assert not history_rows([base, within])[1].bound_exceeded    # 1.5x: within 10 % of 1.43x
 
 
 def test_a_bound_is_not_scored_when_other_knobs_changed_too_or_no_suggestion_was_applied():
@@ -503,33 +509,44 @@ def test_a_bound_is_not_scored_when_other_knobs_changed_too_or_no_suggestion_was
     (knob, value, _), _bound = first_suggestion(base)
     both = counted(RunConfig().replace(**{knob: value, "batch_size": 32}), BASE_S, 0.001)
     other = counted(RunConfig(batch_size=32), BASE_S, 0.001)
-    assert [r["bound_note"] for r in report.history_rows([base, both, other])] == ["", "", ""]
+    assert [words.bound_note(r) for r in history_rows([base, both, other])] == ["", "", ""]
 
 
 def test_suggestion_text_carries_the_bound():
     base = counted(RunConfig(), BASE_S, 0.03)
     suggestion, bound = first_suggestion(base)
-    text = report.suggestion_text(suggestion, bound)
+    text = words.suggestion_text(suggestion, bound)
     assert text.startswith(f"try {suggestion[0]}={suggestion[1]!r} \u2014 removing the input wait (30 % of the step) "
                            "gains at most 1.4x; on a CPU the pipeline also takes cores from the step")
     assert text.endswith(f"({suggestion[2]})")
-    assert report.suggestion_text(("jit_compile", True, "fuse"), Bound("jit_compile", True, None, "XLA "
+    assert words.suggestion_text(("jit_compile", True, "fuse"), Bound("jit_compile", True, None, "XLA "
                                   "(jit_compile=True): bound unknown: no MFU")) == \
         "try jit_compile=True \u2014 bound unknown: no MFU (fuse)"
 
 
 def test_an_interrupted_run_is_not_called_an_error_in_the_table():
-    cells = report.format_cells({"status": "interrupted",
-                                 "error": "stopped by the user (Stop button) after 398 of 3002 steps"})
+    stopped = dataclasses.replace(failed_result(), status="interrupted",
+                                  error="stopped by the user (Stop button) after 398 of 3002 steps")
+    cells = words.format_cells(history_rows([stopped])[0])
     assert cells["diagnosis"] == "stopped by the user (Stop button) after 398 of 3002 steps"
-    failed = report.format_cells({"status": "failed", "error": "ResourceExhaustedError: OOM"})
+    failed = words.format_cells(history_rows([failed_result(error="ResourceExhaustedError: OOM")])[0])
     assert failed["diagnosis"] == "error: ResourceExhaustedError: OOM"
 
 
 def test_a_run_too_short_for_a_sample_reads_the_runners_own_load_reading():
     """benchmarks/integrity.py: 20 steps of 2 ms held no 0.2 s sample, so a busy machine read 'unknown'."""
     short = dataclasses.replace(ok(RunConfig(), steps(0.002), 0.0), extras={"other_cpu_pct": 40.0})
-    assert report.other_cpu_pct(short) == 40.0 and report.busy(short)
+    assert other_cpu_pct(short) == 40.0 and pairs.busy(short)
     quiet = with_load(ok(RunConfig(), steps(0.1), 0.0), 3.0)
-    assert report.other_cpu_pct(dataclasses.replace(quiet, extras={"other_cpu_pct": 40.0})) == pytest.approx(3.0)
-    assert report.compare_runs(quiet, short).verdict == stats.CANNOT_TELL_BUSY
+    assert other_cpu_pct(dataclasses.replace(quiet, extras={"other_cpu_pct": 40.0})) == pytest.approx(3.0)
+    assert compare_runs(quiet, short).verdict == stats.CANNOT_TELL_BUSY
+
+
+def test_the_monitor_line_is_the_summary_and_with_a_row_its_verdict_against_the_previous_run():
+    """Issue 33: the fit Monitor's closing line reads a row through tfwb.text."""
+    base = ok(RunConfig(), steps(0.100), 0.0)
+    fast = ok(RunConfig(prefetch=True), steps(0.050), 0.0)
+    assert words.monitor_line(fast) == fast.summary()
+    row = history_rows([base, fast])[1]
+    assert words.monitor_line(fast, row) == f"{fast.summary()}; vs #1: 2.00x faster"
+    assert words.monitor_line(base, history_rows([base])[0]) == base.summary()

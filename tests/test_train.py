@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tfwb.config import RunConfig  # noqa: E402
-from tfwb.diagnosis import NO_INPUT_DATA, diagnose  # noqa: E402
+from tfwb.analysis.diagnosis import NO_INPUT_DATA, diagnose  # noqa: E402
 from tfwb.history import append_result, load_results  # noqa: E402
 from tfwb.observers import Observer, Progress, StopFlag  # noqa: E402
 from tfwb.records import RunResult  # noqa: E402

@@ -22,7 +22,7 @@ from tfwb.knobs import knob_field
 from tfwb.history import History, load_results
 from tfwb.lifecycle import Lifecycle
 from tfwb.records import RunResult
-from tfwb.report import FAILED_COLOR
+from tfwb.text import FAILED_COLOR
 from tfwb.ui import controls as C
 from tfwb.ui.workbench import KNOB_FIELDS, Workbench
 
@@ -717,7 +717,7 @@ def test_mfu_limits_chart_suggestion_bound_and_a_gain_above_it_flagged():
     """A run that waits 30 % of its step: the status line carries its MFU and its suggestion's
     bound; applying the suggestion gives a 2x gain, above the 1.4x bound beyond noise: flagged red."""
     import fakes
-    from tfwb.diagnosis import diagnose
+    from tfwb.analysis.diagnosis import diagnose
 
     def result(cfg, step_s, wait_s):
         return fakes.make_result(cfg, step_s=step_s, wait_s=wait_s, n=8, model_flops_per_step=2e9,
@@ -749,10 +749,10 @@ def test_mfu_limits_chart_suggestion_bound_and_a_gain_above_it_flagged():
 
 def test_a_click_diagnoses_each_run_once_and_computes_the_history_once(monkeypatch):
     """Issue 26: a click ran diagnose ten or more times and history_rows four times."""
-    from tfwb import diagnosis, report
+    from tfwb.analysis import diagnosis, rows
 
     calls = {"diagnose": 0, "history_rows": 0}
-    real_diagnose, real_rows = diagnosis.diagnose, report.history_rows
+    real_diagnose, real_rows = diagnosis.diagnose, rows.history_rows
 
     def counting_diagnose(*a, **k):
         calls["diagnose"] += 1
@@ -762,9 +762,9 @@ def test_a_click_diagnoses_each_run_once_and_computes_the_history_once(monkeypat
         calls["history_rows"] += 1
         return real_rows(*a, **k)
 
-    monkeypatch.setattr("tfwb.analysis.diagnose", counting_diagnose)
-    monkeypatch.setattr(report, "diagnose", counting_diagnose)
-    monkeypatch.setattr(report, "history_rows", counting_rows)
+    monkeypatch.setattr("tfwb.analysis.session.diagnose", counting_diagnose)
+    monkeypatch.setattr(rows, "diagnose", counting_diagnose)
+    monkeypatch.setattr(rows, "history_rows", counting_rows)
     wb, _ = make()
     for prefetch in (False, True, False):
         before = dict(calls)

@@ -29,7 +29,7 @@ from typing import Any
 
 from tfwb import expect, observers, renamed
 from tfwb.config import RunConfig
-from tfwb.diagnosis import diagnose  # the function; its module is tfwb.diagnosis
+from tfwb.analysis.diagnosis import diagnose  # the function; its module is tfwb.analysis.diagnosis
 from tfwb.expect import check
 from tfwb.history import load_results
 from tfwb.records import RunResult, Sample

@@ -192,7 +192,7 @@ GPU_INSTALL_COMMAND = 'pip uninstall -y tensorflow-cpu && pip install "tensorflo
 MachineLike = Union[Machine, Mapping[str, Any]]
 
 #: Machines the book describes, in ``detect()``'s shape, so that hardware-dependent code
-#: (``tfwb.expect.expected_for``, ``tfwb.diagnosis.expectations``) is tested on each
+#: (``tfwb.expect.expected_for``, ``tfwb.analysis.diagnosis.expectations``) is tested on each
 #: without owning one. Flags are the ones ``/proc/cpuinfo`` lists on such machines
 #: (shortened to those that matter here).
 _DESCRIBED: Dict[str, Dict[str, Any]] = {

@@ -9,8 +9,8 @@ builds that metadata). Everything else is derived from the declarations:
 - the README / ``--help`` knob table (``markdown_table``);
 - its role (``Knob.role``, one of ``ROLES``), from which the knob lists that other modules
   keep are derived (``names``: the workload registry's source and generic pipeline knobs,
-  ``tfwb.expect``'s compute and input knobs, ``tfwb.diagnosis``'s hardware knobs), and
-  whether ``tfwb.diagnosis`` suggests it to an input-bound run (``source``, ``pipeline``) or not;
+  ``tfwb.expect``'s compute and input knobs, ``tfwb.analysis.diagnosis``'s hardware knobs), and
+  whether ``tfwb.analysis.diagnosis`` suggests it to an input-bound run (``source``, ``pipeline``) or not;
 - how a sweep treats it (``Knob.sweep``: the values a default sweep tries; ``Knob.fixed``: why
   a sweep never varies it), read by ``sweep_space`` and ``fixed_reasons``;
 - when it counts as set (``Knob.is_set``: its ``off`` value, or a ``set_when`` predicate).
@@ -21,7 +21,7 @@ Adding a knob takes three things:
    values, group, help, role, sweep treatment;
 2. the code that gives it its effect (the runner, or a workload's data);
 3. at most one advice entry in ``tfwb.advice.ADVICE``, keyed by its name: its expectation rule
-   (a function in ``tfwb.advice.rules``), the change ``tfwb.diagnosis`` suggests and in what
+   (a function in ``tfwb.advice.rules``), the change ``tfwb.analysis.diagnosis`` suggests and in what
    order, and the bound on what that change can gain.
 
 Pure: no TensorFlow, no UI library.

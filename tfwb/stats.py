@@ -332,7 +332,7 @@ def compare(baseline: Sequence[float], candidate: Sequence[float], *,
     Args:
         baseline, candidate: per-step times (any unit, the same for both).
         noise: the run-to-run band; default ``DEFAULT_NOISE``
-            (see ``learn_noise`` and ``tfwb.report.noise_band``).
+            (see ``learn_noise`` and ``tfwb.analysis.noise.noise_band``).
         other_cpu_pct: the share of all cores (0-100) other programs used during
             (baseline, candidate); ``None`` (or a ``None`` inside) when unknown. When
             either is at least ``BUSY_OTHER_CPU_PCT``, the verdict is

@@ -49,7 +49,7 @@ from tfwb import knobs as _knobs
 from tfwb.advice import Bound, speedup_text
 from tfwb.bottleneck import MODERATE_INPUT_FRACTION
 from tfwb.config import RunConfig, fast_mode
-from tfwb.diagnosis import INPUT_BOUND_KNOBS, Diagnosis, bound, diagnose
+from tfwb.analysis.diagnosis import INPUT_BOUND_KNOBS, Diagnosis, bound, diagnose
 from tfwb.hardware import Machine, MachineLike
 from tfwb.history import History
 from tfwb.interrupts import InterruptBridge

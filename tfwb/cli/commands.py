@@ -34,19 +34,21 @@ import sys
 import textwrap
 from typing import Callable, List, Optional, Sequence
 
-from tfwb import hardware, report, cluster_spec
+from tfwb import hardware, cluster_spec
+from tfwb.analysis.diagnosis import diagnose
+from tfwb.analysis.rows import history_rows
 from tfwb.cli import sweep as sweep_command
 from tfwb.cli import tune as tune_command
 from tfwb.cli.drawer import Drawer, say, stderr_for_drawing
 from tfwb.cli.options import (EXIT_INTERRUPTED, PROG, HelpFormatter, add_knob_options, allowed_text, default_text,
                               knob_changes, option, suggestion)
 from tfwb.config import KNOBS, RunConfig
-from tfwb.diagnosis import diagnose
 from tfwb.history import History
 from tfwb.interrupts import InterruptBridge
 from tfwb.knobs import GROUPS, markdown_table
 from tfwb.observers import Observer, Progress, StopFlag
 from tfwb.records import RunResult
+from tfwb.text import format_table
 
 __all__ = ["main", "build_parser", "parse_args", "knobs_text", "hardware_lines", "suggestion_lines", "Runner"]
 
@@ -338,7 +340,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if history.skipped and not results:
         return fail("report", f"{path} holds no complete run ({len(history.skipped)} line(s) skipped): "
                               "is it a results file (run --history, a Workbench's history_path)?")
-    say(report.format_table(report.history_rows(results)))
+    say(format_table(history_rows(results)))
     return 0
 
 

@@ -24,7 +24,7 @@ from typing import Any, Optional, Sequence, Union
 from tfwb import stats
 from tfwb.advice.directions import DIRECTIONS, FASTER, NOT_FASTER, NOT_SLOWER, SAME, SLOWER, Expected
 from tfwb.bottleneck import MODERATE_INPUT_FRACTION
-from tfwb.pairs import compare_runs
+from tfwb.analysis.pairs import compare_runs
 from tfwb.records import RunResult
 
 AGREED, DISAGREED, CANNOT_TELL = "agreed", "did NOT agree", "cannot tell"

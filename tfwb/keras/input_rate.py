@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
-from tfwb.diagnosis import DATASET_BOUND_RATIO, DATASET_CLOSE_RATIO
+from tfwb.analysis.diagnosis import DATASET_BOUND_RATIO, DATASET_CLOSE_RATIO
 
 #: Batches timed (after ``SKIP_BATCHES``) and the time limit for timing them.
 MAX_BATCHES, MAX_SECONDS, SKIP_BATCHES = 50, 2.0, 2

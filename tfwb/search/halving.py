@@ -53,7 +53,7 @@ from tfwb.config import RunConfig
 from tfwb.history import History
 from tfwb.interrupts import InterruptBridge
 from tfwb.observers import Observer, Progress, StopFlag
-from tfwb.pairs import other_cpu_pct
+from tfwb.analysis.pairs import other_cpu_pct
 from tfwb.records import RunResult
 from tfwb.search.rungs import Plan, plan
 from tfwb.search.progress import SweepProgress

@@ -22,7 +22,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from tfwb import expect, report, stats
+from tfwb import expect, stats
+from tfwb import text as report
 from tfwb.config import RunConfig
 from tfwb.hardware import MachineLike, describe
 from tfwb.records import RunResult

@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Sequence, Tuple
 
-from tfwb import report
+from tfwb import text as report
 from tfwb.config import KNOBS, RunConfig
 from tfwb.knobs import fixed_reasons, sweep_space
 from tfwb.workloads import get_workload

@@ -6,12 +6,14 @@ input, the label of the next run), one run at a time through the runner (inline,
 background thread so a kernel stays free for the Stop click), stopping (the Stop button,
 ``stop()``, a kernel interrupt through ``tfwb.interrupts.InterruptBridge``), the results
 and their history file (``tfwb.history.History``), and the last run's suggestion
-(``tfwb.diagnosis``).
+(``tfwb.analysis.diagnosis``). Each recorded run is pushed to the history's
+``tfwb.analysis.session.Analysis`` (``analysis``), which hands its ``RunView`` to the subscribed
+front ends before ``on_result`` is told.
 
 It imports no widgets. The knob inputs are any objects with ``read()``, ``show(value)``
 and ``reset(value)`` (``tfwb.ui.controls.KnobControl`` in the Workbench, plain objects in
 tests), and what it does is told to a ``ControllerEvents`` (the Workbench's renderer,
-``tfwb.ui.panel.WorkbenchPanel``), which only reads the controller back.
+``tfwb.ui.panel.WorkbenchPanel``), which reads the way back from the pushed ``RunView``.
 
 Running. ``run(...)`` trains on the calling thread and blocks until the run ends; a
 launch with ``background=True`` trains on a thread named ``tfwb-workbench-run`` and arms
@@ -34,14 +36,15 @@ import threading
 from typing import Any, Callable, Collection, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 from tfwb import config as _config
-from tfwb import report
+from tfwb.analysis.rows import pick_baseline
+from tfwb.analysis.session import Analysis
 from tfwb.config import RunConfig
-from tfwb.analysis import Analysis
 from tfwb.history import History
 from tfwb.interrupts import InterruptBridge, kernel_loop
 from tfwb.lifecycle import new_run_id, now_iso
 from tfwb.observers import Observer, Progress, StopFlag
 from tfwb.records import RunResult
+from tfwb.text import short_changes
 from tfwb.tuning import Comparer, Tuning, check_arguments
 from tfwb.tuning import tune as tune_loop
 
@@ -190,7 +193,8 @@ class WorkbenchController:
         self._runner = runner
         self._history = History(self.history_path) if self.history_path else None
         self.results: List[RunResult] = self._history.load() if resume and self._history else []
-        #: The history's analysis: each run diagnosed once, its rows once per state (``tfwb.analysis``).
+        #: The history's analysis: each run diagnosed once, its rows once per state; it pushes each
+        #: finished run's ``RunView`` to its subscribers (``tfwb.analysis.session``).
         self.analysis = Analysis()
         self.skipped: List[Tuple[int, str]] = list(self._history.skipped) if resume and self._history else []
         self._overrides: Dict[str, Any] = {}      # fields set by run(...) that have no input
@@ -292,8 +296,8 @@ class WorkbenchController:
         return tuple(suggestions[0]) if suggestions else None   # type: ignore[return-value]
 
     def baseline_result(self) -> Optional[RunResult]:
-        """The result the others are compared with (``tfwb.report.pick_baseline``)."""
-        return report.pick_baseline(self.results, self.baseline)
+        """The result the others are compared with (``tfwb.analysis.rows.pick_baseline``)."""
+        return pick_baseline(self.results, self.baseline)
 
     # -- running -----------------------------------------------------------------
     @property
@@ -554,7 +558,7 @@ class WorkbenchController:
             return ()
         from tfwb.tf.lab.tensorboard import Scalars, run_name   # TensorFlow: only with a logdir
 
-        what = cfg.label or "_".join(report.short_changes(cfg, self.baseline)) or "baseline"
+        what = cfg.label or "_".join(short_changes(cfg, self.baseline)) or "baseline"
         return (Scalars(self.logdir, name=f"{len(self.results) + 1:02d}-{run_name(what)}"),)
 
     def _on_progress(self, steps_done: int, steps_total: int) -> None:
@@ -570,4 +574,5 @@ class WorkbenchController:
                 self._history.append(result)
             except OSError as e:
                 problems.append(f"not saved to {self.history_path}: {e}")
+        self.analysis.push(self.results, self.baseline_result(), baseline_config=self.baseline)
         self.events.on_result(result, len(self.results), note, problems)

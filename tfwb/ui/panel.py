@@ -2,15 +2,17 @@
 
 Owns the widget tree (header, knob rows, Run / Stop / Apply suggestion / Tune, the progress bar,
 the status line, the tune's log (a line per trial as it happens, then the closing text), the step-time / utilization chart of the latest run, its loss beside the
-previous run's when the knobs that changed alter the arithmetic (``report.ARITHMETIC_KNOBS``),
+previous run's when the knobs that changed alter the arithmetic (``tfwb.analysis.pairs.ARITHMETIC_KNOBS``),
 the comparison chart, the limits chart (``tfwb.ui.charts.limits``), the history table) and how
 each is drawn. A run's status line carries its MFU (in ``RunResult.summary``), its first
-suggestion with the most it can gain (``report.suggestion_text``), and, for a run that applied
+suggestion with the most it can gain (``tfwb.text.suggestion_text``), and, for a run that applied
 the previous run's suggestion and nothing else, that bound scored against the measured gain
-(``report.history_rows``' ``bound_note``: red when the gain is above the bound beyond noise). It does nothing to runs:
-it is told what happens through ``tfwb.ui.controller.ControllerEvents`` and reads the
-controller back (``results``, ``baseline``, ``config()``, ``suggestion()``); the
-buttons are wired to the controller by ``tfwb.ui.workbench.Workbench``.
+(``tfwb.text.bound_note``: red when the gain is above the bound beyond noise). It does nothing to runs:
+it is told what happens through ``tfwb.ui.controller.ControllerEvents``; the way back (the rows,
+verdicts and diagnosis of the runs) arrives as the ``tfwb.analysis.session.RunView`` the
+controller's analysis pushes to ``on_view``, and the words are rendered by ``tfwb.text``. It reads
+the controller only for the way out (``baseline``, ``config()``, ``running``);
+the buttons are wired to the controller by ``tfwb.ui.workbench.Workbench``.
 
 Charts are ``ipywidgets.Image`` widgets whose PNG value is replaced in place
 (``tfwb.ui.charts``), so the same drawing works in JupyterLab, Notebook 7, VS Code,
@@ -26,9 +28,11 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 import ipywidgets as W
 
 from tfwb import hardware as _hardware
-from tfwb import report
+from tfwb import text as words
+from tfwb.analysis.diagnosis import expectations
+from tfwb.analysis.rows import HistoryRow
+from tfwb.analysis.session import RunView
 from tfwb.config import RunConfig
-from tfwb.diagnosis import expectations
 from tfwb.knobs import Knob
 from tfwb.records import RunResult
 from tfwb.ui.controller import ControllerEvents, WorkbenchController, total_steps
@@ -41,7 +45,7 @@ _STOP_TIP = "end the run after its current step (a kernel interrupt does the sam
 _TUNE_TIP = ("diagnose, try the change that can gain most, keep it only if an interleaved comparison calls it "
              "faster and it still trains; repeat (tfwb.tune); then set the best knobs")
 _PROGRESS_INTERVAL_S = 0.05        # at most ~20 progress-bar updates a second
-_FAILED = report.FAILED_COLOR
+_FAILED = words.FAILED_COLOR
 
 #: Page CSS, shipped inside the header (an HTML widget renders a <style> element):
 #: red invalid boxes, and a banner on a Workbench whose kernel is gone (ipywidgets
@@ -147,9 +151,13 @@ class WorkbenchPanel(ControllerEvents):
         self._outcome_html = ""                   # what happened last, above the preview
         self._chart_run: Optional[int] = None     # the 1-based run the run chart shows
         self._last_progress_s = 0.0
+        self._view: Optional[RunView] = None      # the latest run's view, pushed by the analysis
         self._build(knobs)
+        controller.analysis.subscribe(self.on_view)
         results = controller.results
         if results:
+            self._view = controller.analysis.views(results, controller.baseline_result(),
+                                                   baseline_config=controller.baseline)[-1]
             self._outcome_html = (f"Resumed {len(results)} run(s) from "
                                   f"<code>{html.escape(controller.history_path or '')}</code>.")
             self._redraw(len(results))
@@ -191,7 +199,7 @@ class WorkbenchPanel(ControllerEvents):
         self.compare_chart.add_class("tfwb-compare-chart")
         self.limits_chart = W.Image(format="png", layout=W.Layout(display="none"))
         self.limits_chart.add_class("tfwb-limits-chart")
-        self.history = W.HTML(report.html_table([]))
+        self.history = W.HTML(words.html_table([]))
         self.history.add_class("tfwb-history")
 
         machine = _hardware.describe(self.hardware)
@@ -245,7 +253,7 @@ class WorkbenchPanel(ControllerEvents):
         self.progress_text.value = f"0 / {total} steps"
         self._last_progress_s = 0.0
         applied = f"{html.escape(note)}<br>" if note else ""
-        changes = report.format_changes(cfg, self.controller.baseline)
+        changes = words.format_changes(cfg, self.controller.baseline)
         self.status.value = f"{applied}Running #{number}: <code>{html.escape(changes)}</code>\u2026"
 
     def on_progress(self, steps_done: int, steps_total: int, stopping: bool) -> None:
@@ -263,6 +271,15 @@ class WorkbenchPanel(ControllerEvents):
             self.progress.max = total
         self.progress.value = max(0, min(int(done), total))
         self.progress_text.value = text
+
+    def on_view(self, view: RunView) -> None:
+        """Keep the view of the run that just finished (the analysis pushes it before ``on_result``)."""
+        self._view = view
+
+    def _row(self, number: int) -> HistoryRow:
+        """Run ``number``'s row (1-based) in the latest pushed view."""
+        assert self._view is not None, "a run's result arrives after its view"
+        return self._view.rows[number - 1]
 
     def on_result(self, result: RunResult, number: int, note: Optional[str], problems: Sequence[str]) -> None:
         """Say how run ``number`` ended, then redraw the history and charts.
@@ -293,7 +310,7 @@ class WorkbenchPanel(ControllerEvents):
         self.render_status()
 
     def on_tune_start(self, cfg: RunConfig, max_runs: int) -> None:
-        changes = report.format_changes(cfg, self.controller.baseline)
+        changes = words.format_changes(cfg, self.controller.baseline)
         self._tune_lines = [f"<b>Tune</b> from <code>{html.escape(changes)}</code>, at most {max_runs} trials"]
         self.tune_button.description = "Tuning\u2026"
         self._show_tune()
@@ -338,29 +355,31 @@ class WorkbenchPanel(ControllerEvents):
     # -- drawing -----------------------------------------------------------------------
     def _outcome(self, result: RunResult, number: int, note: Optional[str]) -> str:
         """The status line for run ``number``: summary and verdict, or why it ended early (red if it failed)."""
-        results = self.controller.results
         if result.ok:
-            row = self.controller.analysis.rows(results[:number], self.controller.baseline_result(),
-                                                baseline_config=self.controller.baseline)[-1]
+            row = self._row(number)
             text = f"<b>#{number}</b> {html.escape(result.summary())}"
-            if row.get("prev_verdict"):        # the comparison the reader just made comes first
-                color = report.verdict_color(row.get("prev_comparison"))
-                text += (f" &mdash; vs the previous run (#{row['previous']}): "
-                         f"<b style='color:{color}'>{html.escape(row['prev_verdict'])}</b>")
-            if row.get("loss_note"):          # the knobs changed the arithmetic: loss beside speed
-                text += f" &mdash; {html.escape(row['loss_note'])}"
-            if row.get("bound_note"):         # the run applied the previous run's suggestion: score its bound
-                color = _FAILED if row.get("bound_exceeded") else report.SAME_COLOR
-                text += f"<br>Suggestion scored: <b style='color:{color}'>{html.escape(row['bound_note'])}</b>"
-            if row["verdict"] and not row["is_baseline"]:
-                color = report.verdict_color(row.get("comparison"))
-                text += f" &mdash; vs the baseline: <b style='color:{color}'>{html.escape(row['verdict'])}</b>"
-            elif row["is_baseline"]:
+            previous = words.prev_verdict(row)
+            if previous:                      # the comparison the reader just made comes first
+                color = words.verdict_color(row.prev_comparison)
+                text += (f" &mdash; vs the previous run (#{row.previous}): "
+                         f"<b style='color:{color}'>{html.escape(previous)}</b>")
+            loss = words.row_loss_note(row)
+            if loss:                          # the knobs changed the arithmetic: loss beside speed
+                text += f" &mdash; {html.escape(loss)}"
+            scored = words.bound_note(row)
+            if scored:                        # the run applied the previous run's suggestion: score its bound
+                color = _FAILED if row.bound_exceeded else words.SAME_COLOR
+                text += f"<br>Suggestion scored: <b style='color:{color}'>{html.escape(scored)}</b>"
+            against = words.verdict(row)
+            if against and not row.is_baseline:
+                color = words.verdict_color(row.comparison)
+                text += f" &mdash; vs the baseline: <b style='color:{color}'>{html.escape(against)}</b>"
+            elif row.is_baseline:
                 text += " &mdash; this is the baseline"
-            line = self._suggestion_line(result)
+            line = self._suggestion_line(row)
             if line:
                 text += f"<br>{line}"
-            if not row.get("noise_learned", True):
+            if not row.noise.learned:
                 text += ("<br><i>Run one configuration 3 times to learn this machine's run-to-run noise; "
                          "for a close call use <code>tfwb.compare_interleaved(a, b)</code>.</i>")
         elif result.status == "interrupted":
@@ -375,18 +394,16 @@ class WorkbenchPanel(ControllerEvents):
             text += f"<br><i>{html.escape(line)}</i>"
         return text
 
-    def _suggestion_line(self, result: RunResult) -> str:
-        """The run's first suggestion with its bound (``report.suggestion_text``), HTML; ``""`` without one."""
-        diagnosis = self.controller.analysis.diagnose(result)
-        if not diagnosis.suggestions:
+    def _suggestion_line(self, row: HistoryRow) -> str:
+        """The run's first suggestion with its bound (``tfwb.text.suggestion_text``), HTML; ``""`` without one."""
+        diagnosis = row.diagnosis
+        if diagnosis is None or not diagnosis.suggestions:
             return ""
         first = diagnosis.suggestions[0]
-        return "Next: " + html.escape(report.suggestion_text(first, diagnosis.bound_for(first[0])))
+        return "Next: " + html.escape(words.suggestion_text(first, diagnosis.bound_for(first[0])))
 
     def _refresh_history(self) -> None:
-        rows = self.controller.analysis.rows(self.controller.results, self.controller.baseline_result(),
-                                             baseline_config=self.controller.baseline)
-        self.history.value = report.html_table(rows)
+        self.history.value = words.html_table(self._view.rows if self._view is not None else [])
 
     def _redraw(self, latest: int) -> None:
         """Redraw for run ``latest`` (1-based): history, comparison, and the run chart.
@@ -397,12 +414,12 @@ class WorkbenchPanel(ControllerEvents):
         """
         from tfwb.ui import charts     # matplotlib loads at the first chart, not with the widget
 
-        results = self.controller.results
+        view = self._view
+        assert view is not None, "a redraw follows a pushed view"
+        results = list(view.results)
         self._refresh_history()
-        rows = self.controller.analysis.rows(results, self.controller.baseline_result(),
-                                             baseline_config=self.controller.baseline)
-        self.compare_chart.value = charts.comparison_png(results, self.controller.baseline_result(),
-                                                         baseline_config=self.controller.baseline, rows=rows)
+        self.compare_chart.value = charts.comparison_png(results, baseline_config=view.baseline_config,
+                                                         rows=view.rows)
         self.compare_chart.layout.display = None
         self.limits_chart.value = charts.limits_png(results)
         self.limits_chart.layout.display = None
@@ -423,20 +440,18 @@ class WorkbenchPanel(ControllerEvents):
 
     def _draw_loss(self, latest: int) -> None:
         """Run ``latest``'s loss beside the previous run's, when its knobs changed the arithmetic
-        (``report.ARITHMETIC_KNOBS``) and both recorded a loss; hidden otherwise."""
+        (``tfwb.analysis.pairs.ARITHMETIC_KNOBS``) and both recorded a loss; hidden otherwise."""
         from tfwb.ui import charts     # matplotlib: already loaded by _redraw
 
-        results = self.controller.results
-        rows = self.controller.analysis.rows(results[:latest], self.controller.baseline_result(),
-                                             baseline_config=self.controller.baseline)
-        row = rows[-1] if rows else {}
-        result = results[latest - 1]
-        previous = row.get("previous")
-        if not (result.ok and previous and row.get("prev_arithmetic") and result.all_losses
-                and results[previous - 1].all_losses):
+        row = self._row(latest)
+        result = row.result
+        previous = row.previous
+        before = self._row(previous).result if previous else None
+        if not (result.ok and before is not None and row.prev_arithmetic and result.all_losses
+                and before.all_losses):
             self.loss_chart.layout.display = "none"
             return
-        self.loss_chart.value = charts.loss_beside_png(result, results[previous - 1], number=latest,
+        self.loss_chart.value = charts.loss_beside_png(result, before, number=latest,
                                                        previous_number=previous)
         self.loss_chart.layout.display = None
 
@@ -446,7 +461,7 @@ class WorkbenchPanel(ControllerEvents):
             cfg = self.controller.config()
         except ValueError as e:
             return _red(f"cannot run: {e}"), False
-        changes = report.format_changes(cfg, self.controller.baseline)
+        changes = words.format_changes(cfg, self.controller.baseline)
         text = f"Next run: <code>{html.escape(changes)}</code>"
         hints = expectations(cfg, self.hardware)
         if hints:
@@ -463,11 +478,12 @@ class WorkbenchPanel(ControllerEvents):
         self.tune_button.disabled = running or not valid
         set_tooltip(self.run_button, _RUN_TIP if valid
                     else "a knob holds a value it does not accept (shown red): fix it first")
-        suggestion = self.controller.suggestion()
+        diagnosis = self._view.diagnosis if self._view is not None else None    # the last run's
+        suggestion = diagnosis.suggestions[0] if diagnosis is not None and diagnosis.suggestions else None
         self.apply_button.disabled = running or not valid or suggestion is None
         self.apply_button.description = (f"Apply {suggestion[0]}={suggestion[1]!r}" if suggestion
                                           else "Apply suggestion")
         if suggestion:
-            bound = self.controller.analysis.diagnose(self.controller.results[-1]).bound_for(suggestion[0])
+            bound = diagnosis.bound_for(suggestion[0])
             set_tooltip(self.apply_button, f"the last run's diagnosis suggests: "
-                                           f"{report.suggestion_text(suggestion, bound)}; set it and run")
+                                           f"{words.suggestion_text(suggestion, bound)}; set it and run")

@@ -75,7 +75,7 @@ from tfwb.interrupts import InterruptBridge
 from tfwb.lifecycle import Lifecycle, new_run_id, now_iso
 from tfwb.observers import Observer
 from tfwb.records import RunResult
-from tfwb.report import loss_gap
+from tfwb.analysis.pairs import loss_gap
 from tfwb.tf.runner.strategies import CLUSTER_STRATEGIES, cpu_cores, in_worker
 from tfwb.tf.workloads.image_files import ensure_images
 from tfwb.workloads import Ref, get_workload

@@ -36,7 +36,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfwb import report, stats
+from tfwb import stats
+from tfwb import text as report
 from tfwb.renamed import deprecated_alias
 from tfwb.config import RunConfig
 from tfwb.observers import Observer, RunState, StopAtLoss

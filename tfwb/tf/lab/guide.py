@@ -30,7 +30,8 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple  # 
 
 import tensorflow as tf
 
-from tfwb import expect, report, stats
+from tfwb import expect, stats
+from tfwb import text as report
 from tfwb.tf.runner import pipeline
 from tfwb.tf.lab.stopwatch import time_calls
 

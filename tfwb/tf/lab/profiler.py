@@ -28,7 +28,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from tfwb import diagnosis, report as report_tables
+from tfwb import text as report_tables
+from tfwb.analysis import diagnosis
 from tfwb.config import RunConfig
 from tfwb.observers import Observer, Progress, RunState
 from tfwb.records import RunResult
@@ -384,7 +385,7 @@ class ProfileReport:
         steps: the captured calls as the profiler split them (``ProfiledStep``).
         measured_index: each captured call's index into ``result.step_times_s``.
         profiler_verdict: the profiler's own input-bound sentence.
-        diagnosis: tfwb's diagnosis (``tfwb.diagnosis``) of the same steps.
+        diagnosis: tfwb's diagnosis (``tfwb.analysis.diagnosis``) of the same steps.
         ops: every op, most self time first; ``top_ops`` the first ``top``.
         hardware_type: the profiler's ``hardware_type`` (``CPU_ONLY``, ``GPU``...).
         notes: caveats about this capture (shown under the tables).

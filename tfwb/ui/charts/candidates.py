@@ -9,7 +9,7 @@ with their inter-quartile range, coloured by the noise-aware verdict against the
 
 Same conventions as the other families of ``tfwb.ui.charts``: ``draw_*`` take an ``Axes``;
 ``*_png`` build a ``matplotlib.figure.Figure`` (never pyplot) and return PNG bytes
-(``tfwb.ui.charts.common.figure_png``); colours come from ``tfwb.report`` so tables and
+(``tfwb.ui.charts.common.figure_png``); colours come from ``tfwb.text`` so tables and
 charts agree.
 """
 from __future__ import annotations
@@ -22,7 +22,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
-from tfwb import report, stats
+from tfwb import stats
+from tfwb import text as report
 from tfwb.search.result import FAILED, FINALIST, SLOWER, WINNER, WORSE, SweepResult, Trial, example_times_s
 from tfwb.ui.charts.common import SMALL, figure_png, message
 

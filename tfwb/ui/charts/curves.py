@@ -1,7 +1,7 @@
 """Convergence (chapter 04): final loss against learning rate for learning-rate sweeps, and
 loss, gradient-norm or held-out curves over training steps, one line per run; and the
 Workbench's loss chart: a run's loss beside the previous run's, when the knobs that changed
-alter the arithmetic (``tfwb.report.ARITHMETIC_KNOBS``).
+alter the arithmetic (``tfwb.analysis.pairs.ARITHMETIC_KNOBS``).
 
 ``draw_lr_sweep``, ``draw_curves`` and ``draw_loss_beside`` draw on an Axes;
 ``lr_sweep_png``, ``curves_png`` and ``loss_beside_png`` return PNG bytes. A sweep is read by attribute (``tfwb.tf.lab.convergence.LearningRateSweep`` or
@@ -14,7 +14,7 @@ from typing import Any, List, Sequence
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from tfwb import report
+from tfwb import text as report
 from tfwb.records import RunResult
 from tfwb.ui.charts.common import BASELINE_COLOR, SMALL, figure_png, message, run_name
 
@@ -192,7 +192,7 @@ def draw_loss_beside(ax: Axes, result: RunResult, previous: RunResult, *, number
     """Run ``number``'s training loss beside run ``previous_number``'s, over training steps.
 
     The legend names each run by its number and the knobs that set it apart from the other
-    (``report.short_changes``); the title says the final-loss gap (``report.loss_note``).
+    (``tfwb.text.short_changes``); the title says the final-loss gap (``tfwb.text.loss_note``).
     Neither run with a loss gives a message instead of axes.
 
     Args:
