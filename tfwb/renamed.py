@@ -36,7 +36,7 @@ import sys
 import warnings
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Tuple
 
 REMOVED_IN = "tfwb 0.4"
 
@@ -46,6 +46,16 @@ STUBS = Path(__file__).resolve().parent / "_moved"
 #: old module -> new module (tfwb 0.2 -> 0.3). Each has a stub in ``STUBS`` (a test checks both ways).
 MOVED: Dict[str, str] = {
     "tfwb.expect.rules": "tfwb.advice.rules",
+    "tfwb.pairs": "tfwb.analysis.pairs",
+    "tfwb.diagnosis": "tfwb.analysis.diagnosis",
+    "tfwb.report": "tfwb.text",
+}
+
+#: old module -> the other modules its names went to; the old name then gives a module of its own
+#: that holds the public names of all of them (``tfwb.report``: the words went to ``tfwb.text``,
+#: the rows and the pair decision to ``tfwb.analysis``).
+SPLIT: Dict[str, Tuple[str, ...]] = {
+    "tfwb.report": ("tfwb.analysis.rows", "tfwb.analysis.pairs", "tfwb.analysis.noise"),
 }
 
 
@@ -68,14 +78,21 @@ def serve(old: str) -> ModuleType:
     """The module that ``old`` names now, after a ``DeprecationWarning``; ``sys.modules[old]`` is it.
 
     A stub's whole body is ``serve(__name__)``: the import system then hands out what
-    ``sys.modules`` holds under the old name, the new module itself.
+    ``sys.modules`` holds under the old name, the new module itself (for a module whose names went
+    to several, ``SPLIT``: a module of its own holding all their public names).
 
     Raises:
         KeyError: ``old`` is not in ``MOVED``.
     """
     new = MOVED[old]
-    _warn(old, new, stacklevel=4)
+    _warn(old, new + "".join(f" and {m}" for m in SPLIT.get(old, ())), stacklevel=4)
     module = importlib.import_module(new)
+    if old in SPLIT:                        # a module of its own, holding the public names of each
+        module = ModuleType(old, module.__doc__)
+        for name in reversed((new,) + SPLIT[old]):          # the first named wins a name two hold
+            source = importlib.import_module(name)
+            public = getattr(source, "__all__", None) or [n for n in vars(source) if not n.startswith("_")]
+            module.__dict__.update({n: getattr(source, n) for n in public if hasattr(source, n)})
     sys.modules[old] = module
     return module
 
