@@ -40,7 +40,7 @@ import tfwb
 import tfwb.tf  # noqa: F401  (quiet TF import)
 from tfwb import RunConfig, hardware, stats, cluster_spec
 from tfwb.observers import Observer
-from tfwb.tf.cluster.parent import alive
+from tfwb.tf.cluster.processes import alive
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -166,18 +166,18 @@ def test_no_module_but_config_spells_the_policy_to_dtype_map():
 @pytest.mark.parametrize("policy", MIXED_PRECISION)
 def test_the_runner_benchmarks_the_peak_of_the_one_maps_dtype(policy, monkeypatch):
     pytest.importorskip("tensorflow")
-    import tfwb.tf.runner.train as train
+    import tfwb.tf.runner.limits as limits
 
     def no_count(model):
         raise ValueError("no model here")
 
     flops = {"float32": 1e12, "float16": 2e12, "bfloat16": 3e12}
-    monkeypatch.setattr(train, "count_flops", no_count)
-    monkeypatch.setattr(train, "call_overhead_s", lambda: 1e-5)
-    monkeypatch.setattr(train, "_step_devices", lambda strategy: ("CPU", 1, "CPU"))
-    monkeypatch.setattr(train, "_peak", lambda d, device, fast: SimpleNamespace(flops_per_s=flops[d], device="CPU",
+    monkeypatch.setattr(limits, "count_flops", no_count)
+    monkeypatch.setattr(limits, "call_overhead_s", lambda: 1e-5)
+    monkeypatch.setattr(limits, "_step_devices", lambda strategy: ("CPU", 1, "CPU"))
+    monkeypatch.setattr(limits, "_peak", lambda d, device, fast: SimpleNamespace(flops_per_s=flops[d], device="CPU",
                                                                                  reason=""))
-    monkeypatch.setattr(train, "_datasheet", lambda kind, device, d: (None, ""))
-    out = train.limits(RunConfig(mixed_precision=policy), strategy=None, model=None)
-    assert set(out["peaks"]) == {"float32", compute_dtype(policy)}
-    assert out["peak_flops_per_s"] == flops[compute_dtype(policy)]
+    monkeypatch.setattr(limits, "_datasheet", lambda kind, device, d: (None, ""))
+    out = limits.measure_limits(RunConfig(mixed_precision=policy), strategy=None, model=None)
+    assert set(out.peaks) == {"float32", compute_dtype(policy)}
+    assert out.peak_flops_per_s == flops[compute_dtype(policy)]

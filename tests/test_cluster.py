@@ -42,7 +42,7 @@ def small(**kw) -> RunConfig:
 def assert_cluster_gone(result: RunResult) -> None:
     facts = result.extras["cluster"]
     assert facts["pids"], facts
-    assert not [p for p in facts["pids"] if cluster.alive(p)], f"worker processes left: {facts['pids']}"
+    assert not [p for p in facts["pids"] if processes.alive(p)], f"worker processes left: {facts['pids']}"
     ports = [cluster_spec.split_address(a)[1] for a in facts["addresses"]]
     assert all(cluster_spec.port_free(p) for p in ports), f"ports still taken: {ports}"
 
@@ -112,6 +112,9 @@ def test_workers_knob_bounds(workers):
 # -- bad requests: refused before any process starts -------------------------------------------------
 tf = pytest.importorskip("tensorflow")
 import tfwb.tf.cluster.parent as cluster  # noqa: E402
+import tfwb.tf.cluster.network as cluster_network  # noqa: E402
+import tfwb.tf.cluster.preflight as preflight  # noqa: E402
+import tfwb.tf.cluster.processes as processes  # noqa: E402
 import tfwb.tf.cluster.worker as worker  # noqa: E402
 from tfwb.tf.run import run  # noqa: E402
 from tfwb.observers import Observer  # noqa: E402
@@ -141,40 +144,40 @@ def test_more_workers_than_cores_fails_before_any_process_starts():
 @pytest.mark.tf
 def test_placement_gives_each_worker_its_own_cores_and_gpus(monkeypatch):
     cores = sorted(os.sched_getaffinity(0))
-    shares = cluster.placement(len(cores))
+    shares = preflight.placement(len(cores))
     assert [s["cpus"] for s in shares] == [[c] for c in cores] and all(s["gpus"] == [] for s in shares)
-    monkeypatch.setattr(cluster, "_visible_gpus", lambda: ["3", "5"])      # a machine with two GPUs
-    assert [s["gpus"] for s in cluster.placement(2)] == [["3"], ["5"]]
-    assert [s["gpus"] for s in cluster.placement(1)] == [["3", "5"]]
-    ps = cluster.placement(1, parameter_server=True)                      # chief, worker, ps
+    monkeypatch.setattr(preflight, "visible_gpus", lambda: ["3", "5"])      # a machine with two GPUs
+    assert [s["gpus"] for s in preflight.placement(2)] == [["3"], ["5"]]
+    assert [s["gpus"] for s in preflight.placement(1)] == [["3", "5"]]
+    ps = preflight.placement(1, parameter_server=True)                      # chief, worker, ps
     assert [s["gpus"] for s in ps] == [[], ["3", "5"], []] and ps[0]["cpus"] == cores
     tfc = cluster_spec.local(1, parameter_servers=1)[0]
-    assert cluster._worker_env(tfc, ps[0], True)["CUDA_VISIBLE_DEVICES"] == ""   # the chief sees no GPU
+    assert processes.worker_env(tfc, ps[0], True)["CUDA_VISIBLE_DEVICES"] == ""   # the chief sees no GPU
     if len(cores) >= 3:                        # more workers than GPUs: all of them on the CPU
-        assert all(s["gpus"] == [] for s in cluster.placement(3))
+        assert all(s["gpus"] == [] for s in preflight.placement(3))
 
 
 @pytest.mark.tf
 def test_one_gpu_and_two_workers_puts_every_worker_on_the_cpu_and_says_so(monkeypatch):
-    monkeypatch.setattr(cluster, "_visible_gpus", lambda: ["0"])          # one Colab T4
-    shares = cluster.placement(2)
+    monkeypatch.setattr(preflight, "visible_gpus", lambda: ["0"])          # one Colab T4
+    shares = preflight.placement(2)
     assert [s["gpus"] for s in shares] == [[], []]
     tfc = cluster_spec.local(2)[1]
-    env = cluster._worker_env(tfc, shares[1], True)
+    env = processes.worker_env(tfc, shares[1], True)
     assert env["CUDA_VISIBLE_DEVICES"] == "" and env["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
-    note = cluster.cpu_note(2, 1)
+    note = preflight.cpu_note(2, 1)
     assert "every worker runs on the CPU" in note and "1 GPU(s) for 2 workers" in note
-    assert cluster.cpu_note(1, 1) is None and cluster.cpu_note(2, 0) is None
-    ps = cluster.placement(2, parameter_server=True)                      # chief, 2 workers, ps
+    assert preflight.cpu_note(1, 1) is None and preflight.cpu_note(2, 0) is None
+    ps = preflight.placement(2, parameter_server=True)                      # chief, 2 workers, ps
     assert all(s["gpus"] == [] for s in ps)
-    monkeypatch.setattr(cluster, "_visible_gpus", lambda: ["0", "1"])     # one GPU each: their own, growing
-    two = cluster.placement(2)
+    monkeypatch.setattr(preflight, "visible_gpus", lambda: ["0", "1"])     # one GPU each: their own, growing
+    two = preflight.placement(2)
     assert [s["gpus"] for s in two] == [["0"], ["1"]]
-    assert cluster._worker_env(tfc, two[1], True)["CUDA_VISIBLE_DEVICES"] == "1"
+    assert processes.worker_env(tfc, two[1], True)["CUDA_VISIBLE_DEVICES"] == "1"
 
 
 class _FakeTfConfig:
-    """A stand-in for ``tf.config`` on a machine with ``gpus`` GPUs (``cluster._gpus_held(config=...)``)."""
+    """A stand-in for ``tf.config`` on a machine with ``gpus`` GPUs (``preflight.gpus_held(config=...)``)."""
 
     def __init__(self, gpus: int, growth: bool = False, limit_mib=None):
         import types
@@ -194,27 +197,27 @@ class _FakeTfConfig:
 
 def test_a_gpu_this_process_holds_is_told_from_one_it_shares(monkeypatch):
     monkeypatch.delenv("TF_FORCE_GPU_ALLOW_GROWTH", raising=False)
-    assert cluster._gpus_held(_FakeTfConfig(2), started=True)                      # TF's default: all of it
-    assert not cluster._gpus_held(_FakeTfConfig(2), started=False)                 # nothing held before the start
-    assert not cluster._gpus_held(_FakeTfConfig(2, growth=True), started=True)     # set_memory_growth
-    assert not cluster._gpus_held(_FakeTfConfig(2, limit_mib=1024), started=True)  # a memory limit
-    assert not cluster._gpus_held(_FakeTfConfig(0), started=True)                  # no GPU
+    assert preflight.gpus_held(_FakeTfConfig(2), started=True)                      # TF's default: all of it
+    assert not preflight.gpus_held(_FakeTfConfig(2), started=False)                 # nothing held before the start
+    assert not preflight.gpus_held(_FakeTfConfig(2, growth=True), started=True)     # set_memory_growth
+    assert not preflight.gpus_held(_FakeTfConfig(2, limit_mib=1024), started=True)  # a memory limit
+    assert not preflight.gpus_held(_FakeTfConfig(0), started=True)                  # no GPU
     monkeypatch.setenv("TF_FORCE_GPU_ALLOW_GROWTH", "true")                        # the allocator grows
-    assert not cluster._gpus_held(_FakeTfConfig(2), started=True)
+    assert not preflight.gpus_held(_FakeTfConfig(2), started=True)
 
 
 @pytest.mark.tf
 def test_gpus_this_process_holds_put_every_worker_on_the_cpu_and_say_why(monkeypatch):
-    monkeypatch.setattr(cluster, "_visible_gpus", lambda: ["0", "1"])     # a GPU per worker ...
-    monkeypatch.setattr(cluster, "_gpus_held", lambda: True)              # ... whose memory this process holds
-    shares = cluster.placement(2)
+    monkeypatch.setattr(preflight, "visible_gpus", lambda: ["0", "1"])     # a GPU per worker ...
+    monkeypatch.setattr(preflight, "gpus_held", lambda: True)              # ... whose memory this process holds
+    shares = preflight.placement(2)
     assert [s["gpus"] for s in shares] == [[], []]
-    env = cluster._worker_env(cluster_spec.local(2)[0], shares[0], True)
+    env = processes.worker_env(cluster_spec.local(2)[0], shares[0], True)
     assert env["CUDA_VISIBLE_DEVICES"] == "" and env["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
-    note = cluster.cpu_note(2, 2, held=True)
+    note = preflight.cpu_note(2, 2, held=True)
     assert "already holds the memory" in note and "TF_FORCE_GPU_ALLOW_GROWTH=true" in note
-    monkeypatch.setattr(cluster, "_gpus_held", lambda: False)             # growth on here: the cards are free
-    assert [s["gpus"] for s in cluster.placement(2)] == [["0"], ["1"]] and cluster.cpu_note(2, 2) is None
+    monkeypatch.setattr(preflight, "gpus_held", lambda: False)             # growth on here: the cards are free
+    assert [s["gpus"] for s in preflight.placement(2)] == [["0"], ["1"]] and preflight.cpu_note(2, 2) is None
 
 
 @pytest.mark.tf
@@ -247,7 +250,7 @@ def test_a_workload_named_by_module_attribute_reaches_the_workers():
                       data_fn="tfwb.tf.workloads.mlp:data",
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     try:
-        spec = cluster.workload_spec("test-cluster-ref")
+        spec = preflight.workload_spec("test-cluster-ref")
     finally:
         unregister_workload("test-cluster-ref")
     assert spec["model_fn"] == "tfwb.tf.workloads.mlp:model" and spec["loss"] is not None
@@ -257,7 +260,7 @@ def test_a_workload_named_by_module_attribute_reaches_the_workers():
         RunConfig(workload="test-cluster-ref")
     finally:
         unregister_workload("test-cluster-ref")
-    assert cluster.workload_spec("mlp") is None       # built-ins need nothing
+    assert preflight.workload_spec("mlp") is None       # built-ins need nothing
 
 
 @pytest.mark.tf
@@ -361,7 +364,7 @@ class SocketLister(Observer):
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/<pid>/net is Linux's")
 def test_a_local_cluster_listens_on_loopback_only(monkeypatch):
     """Every socket a running cluster listens on is reachable on loopback only; with one GPU, on the CPU."""
-    monkeypatch.setattr(cluster, "_visible_gpus", lambda: ["0"])          # one GPU, two workers
+    monkeypatch.setattr(preflight, "visible_gpus", lambda: ["0"])          # one GPU, two workers
     lister = SocketLister()
     # per_step: the chief reports each step as it ends, so the lister runs while the workers are up
     # (windowed timing reports a window's steps when it closes, possibly at the end of a short run).
@@ -387,19 +390,19 @@ def test_a_local_cluster_listens_on_loopback_only(monkeypatch):
 
 
 def test_without_a_namespace_private_refuses_and_auto_says_so(monkeypatch):
-    blocked = cluster.PrivateNetwork(None, why="unshare: Operation not permitted")
-    monkeypatch.setattr(cluster.PrivateNetwork, "start", classmethod(lambda cls, timeout_s=20.0: blocked))
+    blocked = cluster_network.PrivateNetwork(None, why="unshare: Operation not permitted")
+    monkeypatch.setattr(cluster_network.PrivateNetwork, "start", classmethod(lambda cls, timeout_s=20.0: blocked))
     with pytest.raises(ValueError) as info:
-        cluster.open_network("private")
+        cluster_network.open_network("private")
     assert "TFWB_CLUSTER_NETWORK=private" in str(info.value) and "Operation not permitted" in str(info.value)
     monkeypatch.setenv(cluster_spec.NETWORK_ENV, "private")
     r = run(small(strategy="multi_worker"))
     assert r.status == "failed" and "every interface (0.0.0.0)" in r.error and r.replicas is None
-    facts, note = cluster.network_note(cluster.open_network("auto"), 12.0)
+    facts, note = cluster_network.network_note(cluster_network.open_network("auto"), 12.0)
     assert facts == {"private": False, "why": "this system allows no private network namespace: "
                                                "unshare: Operation not permitted"}
     assert "listened on every network interface of this machine for 12 s" in note
-    assert cluster.open_network("open") is None
+    assert cluster_network.open_network("open") is None
     monkeypatch.setenv(cluster_spec.NETWORK_ENV, "loopback")
     with pytest.raises(ValueError, match="TFWB_CLUSTER_NETWORK='loopback' is not allowed; one of auto"):
         cluster_spec.network_mode()
@@ -414,7 +417,7 @@ def test_a_worker_that_cannot_join_the_private_network_does_not_start():
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="network namespaces are Linux's")
 def test_the_network_holder_gives_a_namespace_with_loopback_only():
-    network = cluster.PrivateNetwork.start()
+    network = cluster_network.PrivateNetwork.start()
     if network.pid is None:
         pytest.skip(f"no private network here: {network.why}")
     try:

@@ -1,5 +1,5 @@
-"""tfwb.tf.lab.convergence: steps and seconds to a target loss, learning-rate sweeps, clipping's
-direction, held-out loss; and the optimizer knobs' bad values."""
+"""tfwb.tf.lab.convergence, learning_rates, clipping and held_out: steps and seconds to a target loss,
+learning-rate sweeps, clipping's direction, held-out loss; and the optimizer knobs' bad values."""
 from __future__ import annotations
 
 import math
@@ -13,7 +13,7 @@ from tfwb.records import RunResult
 tf = pytest.importorskip("tensorflow")
 import keras  # noqa: E402
 
-from tfwb.tf.lab import convergence as cv  # noqa: E402
+from tfwb.tf.lab import clipping, convergence as cv, held_out as ho, learning_rates as lr  # noqa: E402
 from tfwb.tf.runner import train  # noqa: E402
 from fakes import registered, tiny_data  # noqa: E402
 
@@ -70,18 +70,18 @@ def test_bad_optimizer_knobs_are_refused_naming_the_field(changes, field):
 
 @pytest.mark.parametrize("rates", [[], [0.0], [0.1, -1.0], [math.nan], ["0.1"], [100.0]])
 def test_lr_sweep_refuses_bad_rates_before_any_work(rates, monkeypatch):
-    monkeypatch.setattr(cv, "prepared", no_work)
-    monkeypatch.setattr(cv, "build_dataset", no_work)
+    monkeypatch.setattr(lr, "prepared", no_work)
+    monkeypatch.setattr(lr, "build_dataset", no_work)
     with pytest.raises(ValueError, match="rates|learning_rate"):
-        cv.lr_sweep(tiny(), rates)
+        lr.lr_sweep(tiny(), rates)
 
 
 @pytest.mark.parametrize("kwargs, field", [({"steps": 0}, "steps"), ({"tail": 0}, "tail"),
                                            ({"steps": 5, "tail": 6}, "tail")])
 def test_lr_sweep_refuses_bad_steps_and_tail(kwargs, field, monkeypatch):
-    monkeypatch.setattr(cv, "prepared", no_work)
+    monkeypatch.setattr(lr, "prepared", no_work)
     with pytest.raises(ValueError, match=field):
-        cv.lr_sweep(tiny(), [0.1], **kwargs)
+        lr.lr_sweep(tiny(), [0.1], **kwargs)
 
 
 @pytest.mark.parametrize("kwargs, field", [
@@ -98,22 +98,22 @@ def test_to_target_refuses_bad_input_before_any_run(kwargs, field, monkeypatch):
                                            ({"train_examples": 64, "held_out_examples": 0}, "held_out_examples"),
                                            ({"train_examples": 64, "every": 0}, "every")])
 def test_held_out_refuses_bad_counts_before_any_run(kwargs, field, monkeypatch):
-    monkeypatch.setattr(cv, "run", no_work)
+    monkeypatch.setattr(ho, "run", no_work)
     with pytest.raises(ValueError, match=field):
-        cv.held_out(tiny(), **kwargs)
+        ho.held_out(tiny(), **kwargs)
 
 
 def test_held_out_says_how_many_examples_the_workload_has(monkeypatch):
-    monkeypatch.setattr(cv, "run", no_work)
+    monkeypatch.setattr(ho, "run", no_work)
     with pytest.raises(ValueError, match="its data has 512 examples"):
-        cv.held_out(tiny(), train_examples=500, held_out_examples=100)
+        ho.held_out(tiny(), train_examples=500, held_out_examples=100)
 
 
 @pytest.mark.parametrize("kwargs", [{"clip_norm": 0}, {"clip_norm": -1.0}, {"clip_value": math.inf}])
 def test_clip_directions_refuses_a_threshold_that_is_not_positive(kwargs, monkeypatch):
-    monkeypatch.setattr(cv, "prepared", no_work)
+    monkeypatch.setattr(clipping, "prepared", no_work)
     with pytest.raises(ValueError, match=next(iter(kwargs))):
-        cv.clip_directions(tiny(), **kwargs)
+        clipping.clip_directions(tiny(), **kwargs)
 
 
 # -- steps and seconds to a target ---------------------------------------------------------------------
@@ -183,19 +183,19 @@ def test_blew_up_means_diverged_or_a_last_loss_ten_times_the_first():
 # -- learning-rate sweep ----------------------------------------------------------------------------------
 def test_each_rate_of_a_sweep_trains_exactly_as_a_fresh_run_with_that_rate():
     cfg = tiny(optimizer="momentum", steps=12, warmup_steps=0)
-    sweep = cv.lr_sweep(cfg, [0.3, 0.01], steps=12, tail=4)
+    sweep = lr.lr_sweep(cfg, [0.3, 0.01], steps=12, tail=4)
     for rate, curve in zip(sweep.rates, sweep.curves):
         fresh = train.run_process(cfg.replace(learning_rate=rate))
         np.testing.assert_allclose(curve, fresh.losses, rtol=1e-5)
     assert sweep.final_losses[1] == pytest.approx(np.median(sweep.curves[1][-4:]))
     assert sweep.first_loss == pytest.approx(sweep.curves[0][0])
-    headers, rows = cv.lr_sweep_table([sweep])
+    headers, rows = lr.lr_sweep_table([sweep])
     assert rows == [("momentum", f"{sweep.best_rate:g}", f"{sweep.best_loss:.3f}", f"{sweep.first_loss:.3f}", "none")]
 
 
 def test_a_rate_that_diverges_is_marked_and_the_next_rate_starts_clean():
     cfg = tiny(workload=BIG, optimizer="sgd", steps=15, warmup_steps=0)
-    sweep = cv.lr_sweep(cfg, [10.0, 1e-4], tail=3)
+    sweep = lr.lr_sweep(cfg, [10.0, 1e-4], tail=3)
     assert sweep.diverged_at[0] is not None and sweep.final_losses[0] is None
     assert not math.isfinite(sweep.curves[0][-1]) and len(sweep.curves[0]) == sweep.diverged_at[0]
     assert sweep.diverged_rates == (10.0,) and sweep.best_rate == 1e-4
@@ -205,7 +205,7 @@ def test_a_rate_that_diverges_is_marked_and_the_next_rate_starts_clean():
 
 
 def test_a_sweep_under_float16_loss_scaling_and_grad_norms_runs_and_restores_the_policy():
-    sweep = cv.lr_sweep(tiny(mixed_precision="mixed_float16", grad_norms=True, steps=6, warmup_steps=0),
+    sweep = lr.lr_sweep(tiny(mixed_precision="mixed_float16", grad_norms=True, steps=6, warmup_steps=0),
                         [0.01, 0.001], tail=2)
     assert all(v is not None and math.isfinite(v) for v in sweep.final_losses)
     assert keras.mixed_precision.global_policy().name == "float32"
@@ -213,7 +213,7 @@ def test_a_sweep_under_float16_loss_scaling_and_grad_norms_runs_and_restores_the
 
 # -- clipping and direction -----------------------------------------------------------------------------
 def test_global_norm_clipping_keeps_the_direction_and_per_tensor_clipping_turns_it():
-    d = cv.clip_directions(tiny())
+    d = clipping.clip_directions(tiny())
     glob, per_tensor, value = d.by_kind("global_norm"), d.by_kind("norm"), d.by_kind("value")
     c = float(glob.clip.partition(":")[2])
     assert c == pytest.approx(np.median(list(d.tensor_norms.values())), rel=1e-5)
@@ -257,20 +257,20 @@ def test_the_seeds_per_tensor_clip_by_norm_fails_on_a_none_gradient_and_global_n
 
 # -- held-out loss ------------------------------------------------------------------------------------------
 def test_held_out_evaluates_both_sets_from_the_start_to_the_end_of_the_run():
-    r = cv.held_out(tiny(steps=40, warmup_steps=1), train_examples=64, held_out_examples=128, every=10)
+    r = ho.held_out(tiny(steps=40, warmup_steps=1), train_examples=64, held_out_examples=128, every=10)
     assert r.ok, r.error
-    curves = cv.held_out_curves(r)
+    curves = ho.held_out_curves(r)
     assert curves["steps"] == (0, 10, 20, 30, 40, 41)
     for name in ("train", "held_out"):
         assert len(curves[f"{name}_loss"]) == 6 and all(math.isfinite(v) for v in curves[f"{name}_loss"])
         assert all(0.0 <= a <= 1.0 for a in curves[f"{name}_accuracy"])
     assert curves["train_loss"][-1] < curves["train_loss"][0]           # it trained on those 64
     assert any("given to run()" in n for n in r.notes)
-    decayed = cv.held_out(tiny(steps=3, warmup_steps=0, optimizer="adamw"), train_examples=32,
+    decayed = ho.held_out(tiny(steps=3, warmup_steps=0, optimizer="adamw"), train_examples=32,
                            held_out_examples=64, every=3)
-    l2 = cv.held_out(tiny(steps=3, warmup_steps=0, weight_decay=0.01), train_examples=32,
+    l2 = ho.held_out(tiny(steps=3, warmup_steps=0, weight_decay=0.01), train_examples=32,
                       held_out_examples=64, every=3)
-    headers, rows = cv.held_out_table([r, decayed, l2])
+    headers, rows = ho.held_out_table([r, decayed, l2])
     assert [row[1] for row in rows] == ["none", "decoupled 0.004", "L2 0.01"]      # adamw's Keras default
     assert rows[0][3] == f"{curves['held_out_loss'][-1]:.3f}" and headers[3] == "held-out loss"
 
@@ -282,28 +282,28 @@ def test_held_out_loss_is_the_mean_loss_of_the_model_on_those_examples():
         def on_run_end(self, run):
             seen["model"] = run.model
 
-    r = cv.held_out(tiny(steps=5, warmup_steps=0), train_examples=64, held_out_examples=100, every=5,
+    r = ho.held_out(tiny(steps=5, warmup_steps=0), train_examples=64, held_out_examples=100, every=5,
                     observers=[Keep()])
     x, y = (np.asarray(t) for t in next(iter(tiny_data(tiny()).skip(64).batch(100))))
     logits = seen["model"](x, training=False)
     want = float(tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)))
-    assert cv.held_out_curves(r)["held_out_loss"][-1] == pytest.approx(want, rel=1e-5)
+    assert ho.held_out_curves(r)["held_out_loss"][-1] == pytest.approx(want, rel=1e-5)
 
 
 # -- learning-rate schedules ---------------------------------------------------------------------------
 @pytest.mark.parametrize("schedules, field", [({}, "schedules"), ({"bad": lambda step: math.nan}, "bad"),
                                               ({"neg": lambda step: -1.0}, "neg")])
 def test_schedule_curves_refuses_bad_schedules_before_any_work(schedules, field, monkeypatch):
-    monkeypatch.setattr(cv, "prepared", no_work)
-    monkeypatch.setattr(cv, "build_dataset", no_work)
+    monkeypatch.setattr(lr, "prepared", no_work)
+    monkeypatch.setattr(lr, "build_dataset", no_work)
     with pytest.raises(ValueError, match=field):
-        cv.schedule_curves(tiny(), schedules)
+        lr.schedule_curves(tiny(), schedules)
 
 
 def test_schedule_curves_follows_each_schedule_from_the_same_start():
     ramp = keras.optimizers.schedules.CosineDecay(0.0, decay_steps=1, alpha=1.0, warmup_target=0.01,
                                                   warmup_steps=4)
-    constant, warmed, frozen = cv.schedule_curves(
+    constant, warmed, frozen = lr.schedule_curves(
         tiny(), {"constant": lambda step: 0.01, "warm-up": ramp, "frozen": lambda step: 0.0}, steps=8)
     assert constant.rates == (0.01,) * 8
     assert warmed.rates[0] == 0.0 and warmed.rates[2] == pytest.approx(0.005) and warmed.rates[4:] == (

@@ -259,25 +259,25 @@ def test_the_load_probe_counts_other_programs_not_this_one(monkeypatch):
 
 
 def test_a_run_takes_a_better_figure_from_the_cache_and_measures_a_loaded_one_again(peak_module, monkeypatch):
-    from tfwb.tf.runner import train
+    from tfwb.tf.runner import limits
 
     done = scripted(peak_module, monkeypatch, [(10, 0.5), (20, 0.0), (25, 0.0)])
-    monkeypatch.setattr(train, "_PEAKS", {})
-    busy = train._peak("float32", "CPU", False)
-    assert busy.loaded and train._peak("float32", "CPU", False) is busy and done == [10]   # not yet again
-    monkeypatch.setattr(train, "RETRY_LOADED_S", 0.0)
-    quiet = train._peak("float32", "CPU", False)                   # measured again: quiet now
+    monkeypatch.setattr(limits, "_PEAKS", {})
+    busy = limits._peak("float32", "CPU", False)
+    assert busy.loaded and limits._peak("float32", "CPU", False) is busy and done == [10]   # not yet again
+    monkeypatch.setattr(limits, "RETRY_LOADED_S", 0.0)
+    quiet = limits._peak("float32", "CPU", False)                   # measured again: quiet now
     assert done == [10, 20] and not quiet.loaded and gflops(quiet) == 20
     peak_module.measure_peak("float32", "CPU", budget_s=0.1, refresh=True)   # e.g. a chapter's own measurement
-    assert gflops(train._peak("float32", "CPU", False)) == 25 and done == [10, 20, 25]
+    assert gflops(limits._peak("float32", "CPU", False)) == 25 and done == [10, 20, 25]
 
 
 def test_in_small_mode_a_process_measures_a_loaded_peak_once(peak_module, monkeypatch):
     """TFWB_FAST (the test command, small chapters on a busy machine): once per process, never per run."""
-    from tfwb.tf.runner import train
+    from tfwb.tf.runner import limits
 
     done = scripted(peak_module, monkeypatch, [(10, 0.5), (20, 0.0)])
-    monkeypatch.setattr(train, "_PEAKS", {})
-    monkeypatch.setattr(train, "RETRY_LOADED_S", 0.0)
-    first = train._peak("float32", "CPU", True)
-    assert first.loaded and train._peak("float32", "CPU", True) is first and done == [10]
+    monkeypatch.setattr(limits, "_PEAKS", {})
+    monkeypatch.setattr(limits, "RETRY_LOADED_S", 0.0)
+    first = limits._peak("float32", "CPU", True)
+    assert first.loaded and limits._peak("float32", "CPU", True) is first and done == [10]

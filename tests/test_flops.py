@@ -117,32 +117,29 @@ def test_limits_counts_the_matmul_part_for_mfu_and_the_elementwise_part_apart(mo
     from types import SimpleNamespace
 
     from tfwb.records import RunResult
-    from tfwb.tf.runner import train
+    from tfwb.tf.runner import limits
     from tfwb.tf.runner.matmul_peak import Peak
 
     peak = Peak("CPU (2 cores)", "float32", 34e9, 1.5, loaded=False,
                 figures=((29e9, False), (13e9, True), (34e9, False)))
-    monkeypatch.setattr(train, "call_overhead_s", lambda: 1e-5)
-    monkeypatch.setattr(train, "_step_devices", lambda strategy: ("CPU", 1, "CPU"))
-    monkeypatch.setattr(train, "_peak", lambda d, device, fast: peak)
-    monkeypatch.setattr(train, "_datasheet", lambda kind, device, d: (None, ""))
+    monkeypatch.setattr(limits, "call_overhead_s", lambda: 1e-5)
+    monkeypatch.setattr(limits, "_step_devices", lambda strategy: ("CPU", 1, "CPU"))
+    monkeypatch.setattr(limits, "_peak", lambda d, device, fast: peak)
+    monkeypatch.setattr(limits, "_datasheet", lambda kind, device, d: (None, ""))
     cfg = RunConfig(batch_size=8)
-    out = train.limits(cfg, strategy=None, model=small_cnn())
-    assert out["model_flops_per_step"] == 3 * 8 * 3616                    # what MFU divides: matmuls only
-    assert out["peaks"]["float32"]["spread"] == {"low": 29e9, "high": 34e9, "count": 2, "measured": 3}
-    assert out["peaks"]["float32"]["loaded"] is False
-    assert set(out) <= set(train.LIMIT_FIELDS)                            # every key is a RunResult field
-    RunResult(config=cfg, step_times_s=(0.1,) * 3, **out)
-    monkeypatch.setattr(train, "LIMIT_FIELDS", train.LIMIT_FIELDS + train.NEW_LIMIT_FIELDS)
-    out = train.limits(cfg, strategy=None, model=small_cnn())
-    assert out["elementwise_flops_per_step"] == 3 * 8 * 453
-    assert out["peak_spread"] == {"low": 29e9, "high": 34e9, "count": 2, "measured": 3}
-    assert out["peak_loaded"] is False
+    out = limits.measure_limits(cfg, strategy=None, model=small_cnn())
+    assert out.model_flops_per_step == 3 * 8 * 3616                    # what MFU divides: matmuls only
+    assert out.peaks["float32"]["spread"] == {"low": 29e9, "high": 34e9, "count": 2, "measured": 3}
+    assert out.peaks["float32"]["loaded"] is False
+    assert RunResult(config=cfg, step_times_s=(0.1,) * 3, limits=out).limits.peaks == out.peaks   # the result's record
+    assert out.elementwise_flops_per_step == 3 * 8 * 453
+    assert out.peak_spread == {"low": 29e9, "high": 34e9, "count": 2, "measured": 3}
+    assert out.peak_loaded is False
     busy = SimpleNamespace(flops_per_s=13e9, device="CPU", reason="", loaded=True, spread=(13e9, 13e9, 1),
                            figures=((13e9, True),))
-    monkeypatch.setattr(train, "_peak", lambda d, device, fast: busy)
-    out = train.limits(cfg, strategy=None, model=small_cnn())
-    assert out["peak_loaded"] is True and out["peak_spread"]["count"] == 1
+    monkeypatch.setattr(limits, "_peak", lambda d, device, fast: busy)
+    out = limits.measure_limits(cfg, strategy=None, model=small_cnn())
+    assert out.peak_loaded is True and out.peak_spread["count"] == 1
 
 
 def _single(layer, shape):

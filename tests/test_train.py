@@ -14,6 +14,7 @@ pytest.importorskip("tensorflow")
 # tests/conftest.py calls tfwb.setup_devices() at session start, before any test starts
 # TF's runtime, so strategy="mirrored" gets 2 logical CPU devices in this process.
 import tfwb.tf.runner.train as train  # noqa: E402
+import tfwb.tf.runner.limits as limits  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -794,11 +795,10 @@ class Mystery(keras.layers.Layer):
 
 def test_a_model_with_an_uncounted_layer_reports_no_mfu_and_names_it():
     model = keras.Sequential([keras.Input((4,)), Mystery(name="mystery")])
-    facts = train.limits(tiny(), tf.distribute.get_strategy(), model)
-    assert facts["model_flops_per_step"] is None
-    assert facts["flops_uncounted"] == ("mystery (Mystery)",)
-    r = RunResult(config=tiny(), step_times_s=(0.1,) * 3, input_wait_s=(0.0,) * 3,
-                  **{k: v for k, v in facts.items()})
+    facts = limits.measure_limits(tiny(), tf.distribute.get_strategy(), model)
+    assert facts.model_flops_per_step is None
+    assert facts.flops_uncounted == ("mystery (Mystery)",)
+    r = RunResult(config=tiny(), step_times_s=(0.1,) * 3, input_wait_s=(0.0,) * 3, limits=facts)
     assert r.mfu is None and r.achieved_flops_per_s is None
     assert "MFU not counted (layers: mystery (Mystery))" in r.summary()
 
@@ -814,9 +814,9 @@ def test_the_peak_is_read_once_per_process(monkeypatch):
         return real(*a, **kw)
 
     monkeypatch.setattr(peak_module, "measure_peak", counting)
-    monkeypatch.setattr(train, "_PEAKS", {})
+    monkeypatch.setattr(limits, "_PEAKS", {})
     model = tiny_model(tiny())
-    first = train.limits(tiny(), tf.distribute.get_strategy(), model)
-    again = train.limits(tiny(), tf.distribute.get_strategy(), model)
-    assert len(calls) == 1 and first["peaks"] == again["peaks"]
-    assert calls[0][1]["quick"] is True and calls[0][1]["budget_s"] == train.FAST_PEAK_BUDGET_S   # TFWB_FAST=1
+    first = limits.measure_limits(tiny(), tf.distribute.get_strategy(), model)
+    again = limits.measure_limits(tiny(), tf.distribute.get_strategy(), model)
+    assert len(calls) == 1 and first.peaks == again.peaks
+    assert calls[0][1]["quick"] is True and calls[0][1]["budget_s"] == limits.FAST_PEAK_BUDGET_S   # TFWB_FAST=1

@@ -23,6 +23,7 @@ import uuid
 from typing import Any, Callable, Collection, List, Optional, Sequence
 
 from tfwb.config import RunConfig
+from tfwb.limits_record import Limits
 from tfwb.observers import Dispatch, RunState, StepLog
 from tfwb.records import Note, RunResult
 
@@ -194,7 +195,7 @@ def result_from_log(state: RunState, *, warmup_calls: int, status: str, error: O
                     traces: Optional[int] = None, traces_warm: Optional[int] = None,
                     replicas: Optional[int] = None, notes: Sequence[str] = (),
                     extras: Optional[dict] = None, run_id: Optional[str] = None,
-                    input_floor_s: Optional[float] = None) -> RunResult:
+                    input_floor_s: Optional[float] = None, limits: Optional[Limits] = None) -> RunResult:
     """The one conversion of a run's step log (and what the runner knows) into a RunResult.
 
     Per-call times become per-training-step times (divided by ``steps_per_call``); the
@@ -208,8 +209,8 @@ def result_from_log(state: RunState, *, warmup_calls: int, status: str, error: O
         warmup_calls: calls of the step function that were warm-up.
         status: ``ok``, ``failed``, ``interrupted`` or ``diverged`` (``Lifecycle.status``).
         error: what went wrong (failed, diverged).
-        started_at, setup_s, fingerprint, replicas, run_id, input_floor_s: the result's
-            fields of those names.
+        started_at, setup_s, fingerprint, replicas, run_id, input_floor_s, limits: the result's
+            fields of those names (``limits``: ``tfwb.limits_record.Limits``, None: nothing measured).
         traces, traces_warm: TF's tracing count of the step function at the end and after
             warm-up (a note says when it retraced after warm-up).
         notes: the runner's own notes, before the observers' (``state.notes``).
@@ -256,5 +257,5 @@ def result_from_log(state: RunState, *, warmup_calls: int, status: str, error: O
         steps_per_call=spe, traces=traces, traces_after_warmup=after,
         grad_norms=log.grad_norms[w:], loss_scales=log.loss_scales[w:],
         warmup_grad_norms=log.grad_norms[:w], warmup_loss_scales=log.loss_scales[:w], replicas=replicas,
-        input_floor_s=input_floor_s, window_calls=windows,
+        input_floor_s=input_floor_s, window_calls=windows, limits=limits or Limits(),
     )

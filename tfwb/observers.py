@@ -113,7 +113,7 @@ class RunState:
             first observer, so later observers' ``on_run_end`` can read them).
         model: the Keras model being trained, set by ``tfwb.run`` before ``on_run_start``
             (``None`` in a run that failed before it was built), so an observer can
-            evaluate it (``tfwb.tf.lab.convergence.HeldOutLoss``). It runs on the training
+            evaluate it (``tfwb.tf.lab.held_out.HeldOutLoss``). It runs on the training
             thread between steps; read it, do not change its weights.
     """
 

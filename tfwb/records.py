@@ -1,18 +1,22 @@
 """Immutable records of a run: utilization samples and the RunResult.
 
 Plain data with units in field names; JSON round trip; no TensorFlow, no UI.
-The history file of RunResults (JSON lines) is ``tfwb.history``.
+How far a run is from the machine's limit is a typed sub-record of the result,
+``tfwb.limits_record.Limits`` (``result.limits``). The history file of RunResults (JSON
+lines) is ``tfwb.history``.
 """
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Iterable, Optional, Tuple
+import functools
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Callable, Iterable, Optional, Tuple
 
 from tfwb import stats
 from tfwb.bottleneck import input_fraction, input_verdict
 from tfwb.config import COMPUTE_DTYPES as _COMPUTE_DTYPES, RunConfig, compute_dtype as _compute_dtype
+from tfwb.limits_record import LIMIT_FIELDS, Limits, finite
 
 #: 2: notes are (kind, text) pairs; warm-up gradient norms and loss scales kept apart.
 #: 3: model FLOPs per step, this machine's measured and datasheet peaks, MFU, per-call overhead
@@ -192,42 +196,13 @@ class RunResult:
         traces: how many times TF traced the step function (its own count; ``None``
             in eager execution); ``traces_after_warmup``: how many of those happened
             after warm-up (retracing: new input shapes or Python-value arguments).
-        model_flops_per_step: the FLOPs of the model's matmuls and convolutions per training
-            step, counted from its layers (``tfwb.tf.runner.flops.count_flops``,
-            ``FlopCount.train_step(batch, "matmul")``): 3 x forward FLOPs per example x global
-            batch (forward plus two backward matmuls, the convention behind "model FLOPs
-            utilization"); what the measured peak (a matmul benchmark) measures, so MFU compares
-            like with like. ``None`` when some layer could not be counted (``flops_uncounted``
-            names them), the run failed before its model existed, or the record predates it
-            (records made before ``elementwise_flops_per_step`` counted both parts here).
-        elementwise_flops_per_step: the step's elementwise FLOPs (bias adds, activations,
-            normalisation, pooling, merges, softmax), same convention, kept out of MFU (they
-            run far below a matmul peak); ``None`` when not counted or not recorded.
-        flops_uncounted: ``"name (ClassName)"`` of every layer the count could not read.
-        peak_flops_per_s: this machine's measured peak FLOP/s in the run's compute dtype
-            (``compute_dtype``) on the devices the step ran on (a matmul benchmark,
-            ``tfwb.tf.runner.matmul_peak.measure_peak``, cached per machine; times the replicas
-            when they are separate accelerators); ``None`` when not measured (``peak_reason``).
-        peak_device: what the peak was measured on (``"CPU (2 cores)"``, ``"GPU 0: ..."``).
-        peak_reason: why there is no measured peak (``""`` when there is one).
-        datasheet_flops_per_s / datasheet_source: the published (or, for a CPU, the
-            cores x clock x FLOPs-per-cycle) peak of that dtype, and where it comes from.
-        peaks: per dtype (``float32``, ``bfloat16``, ``float16``) ``{"measured": FLOP/s or
-            None, "datasheet": FLOP/s or None, "source": str, "loaded": bool or None,
-            "spread": dict or None}`` (the last two as ``peak_loaded`` and ``peak_spread``):
-            what the bound of a mixed precision suggestion reads (``tfwb.diagnosis``).
-        peak_spread: ``{"low", "high", "count", "measured"}``: the lowest and highest (FLOP/s,
-            like ``peak_flops_per_s``) of the ``count`` figures the peak is the highest of (the
-            quiet ones; the loaded ones when none was quiet), and how many figures the cache
-            kept (``measured``, loaded ones included); ``None`` when not measured or not recorded.
-        peak_loaded: the peak was measured while other programs took at least 10 % of the cores
-            (``matmul_peak.BUSY_SHARE``): it likely reads low, so MFU reads high; it is measured
-            again by the next run. ``None`` when unknown.
-        call_overhead_s: the measured cost of one call of a ``tf.function`` that does no work
-            (dispatch alone): a floor of the per-call overhead ``steps_per_execution``
-            amortises; ``None`` when not measured.
-        mfu: model FLOPs utilization: ``achieved_flops_per_s`` over ``peak_flops_per_s`` (a
-            fraction); ``None`` whenever either is unknown (never a guess). Derived when not given.
+        limits: how far the run is from this machine's limit (``tfwb.limits_record.Limits``: the
+            model's FLOPs per step, the measured and datasheet peaks, the per-call overhead, MFU),
+            measured once after the steps (``tfwb.tf.runner.limits``). Each of its fields reads as
+            an attribute of the result too (``result.mfu``, ``result.peak_flops_per_s``) and is a
+            keyword of its own here (``RunResult(..., model_flops_per_step=2e9)``,
+            ``dataclasses.replace(result, mfu=None)``), set over ``limits``; ``mfu`` is derived
+            when not given. In JSON they are top-level keys, as before the sub-record existed.
         replicas: how many replicas trained together (``num_replicas_in_sync``: 1 for
             ``default``, the devices for ``mirrored``, every worker's devices together for
             ``multi_worker``); ``None`` when the run failed before its strategy existed.
@@ -265,19 +240,7 @@ class RunResult:
     replicas: Optional[int] = None
     input_floor_s: Optional[float] = None
     window_calls: Tuple[int, ...] = ()
-    model_flops_per_step: Optional[float] = None
-    flops_uncounted: Tuple[str, ...] = ()
-    peak_flops_per_s: Optional[float] = None
-    peak_device: str = ""
-    peak_reason: str = ""
-    datasheet_flops_per_s: Optional[float] = None
-    datasheet_source: str = ""
-    peaks: dict = field(default_factory=dict)
-    call_overhead_s: Optional[float] = None
-    mfu: Optional[float] = None
-    elementwise_flops_per_step: Optional[float] = None
-    peak_spread: Optional[dict] = None
-    peak_loaded: Optional[bool] = None
+    limits: Limits = field(default_factory=Limits)
 
     def __post_init__(self) -> None:
         if not isinstance(self.config, RunConfig):
@@ -293,24 +256,16 @@ class RunResult:
         object.__setattr__(self, "notes", tuple(Note.of(n) for n in self.notes))
         # Keep the fingerprint in its JSON form (tuples as lists), so a result equals
         # its own round trip.
-        object.__setattr__(self, "fingerprint", json.loads(json.dumps(_finite(self.fingerprint), default=str)))
-        object.__setattr__(self, "extras", json.loads(json.dumps(_finite(self.extras), default=str)))
+        object.__setattr__(self, "fingerprint", json.loads(json.dumps(finite(self.fingerprint), default=str)))
+        object.__setattr__(self, "extras", json.loads(json.dumps(finite(self.extras), default=str)))
         if len(self.input_wait_s) not in (0, len(self.step_times_s)):
             raise ValueError("input_wait_s must have one value per measured step")
-        object.__setattr__(self, "flops_uncounted", tuple(str(n) for n in self.flops_uncounted))
-        object.__setattr__(self, "peaks", json.loads(json.dumps(_finite(self.peaks), default=str)))
-        if self.peak_spread is not None:
-            object.__setattr__(self, "peak_spread", json.loads(json.dumps(_finite(self.peak_spread), default=str)))
-        for name in ("model_flops_per_step", "peak_flops_per_s", "datasheet_flops_per_s", "call_overhead_s",
-                     "mfu", "elementwise_flops_per_step"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                      or not math.isfinite(value) or value < 0):
-                raise ValueError(f"{name}={value!r} is not allowed; a finite number >= 0 or None")
-        if self.mfu is None:
+        if not isinstance(self.limits, Limits):
+            raise ValueError(f"limits must be a Limits, got {type(self.limits).__name__}")
+        if self.limits.mfu is None:
             achieved = self.achieved_flops_per_s
             if achieved is not None and self.peak_flops_per_s:
-                object.__setattr__(self, "mfu", achieved / self.peak_flops_per_s)
+                object.__setattr__(self, "limits", replace(self.limits, mfu=achieved / self.peak_flops_per_s))
 
     # -- derived numbers ---------------------------------------------------
     @property
@@ -604,6 +559,7 @@ class RunResult:
         d["config"] = self.config.to_dict()
         d["samples"] = [asdict(s) for s in self.samples]
         d["notes"] = [[n.kind, n.text] for n in self.notes]
+        d.update(d.pop("limits").to_dict())          # top-level keys, as before the sub-record
         d["schema"] = SCHEMA_VERSION
         for k, v in d.items():
             if isinstance(v, tuple):
@@ -612,14 +568,15 @@ class RunResult:
 
     def to_json(self) -> str:
         """One line of JSON (NaN/inf become null)."""
-        return json.dumps(_finite(self.to_dict()), separators=(",", ":"))
+        return json.dumps(finite(self.to_dict()), separators=(",", ":"))
 
     @classmethod
     def from_dict(cls, d: Any) -> "RunResult":
         if not isinstance(d, dict) or "config" not in d:
             raise ValueError("not a RunResult: expected a JSON object with a 'config' field")
         try:
-            kwargs = {f.name: d[f.name] for f in fields(cls) if f.name in d}
+            kwargs = {k: d[k] for k in (*(f.name for f in fields(cls) if f.name != "limits"), *LIMIT_FIELDS)
+                      if k in d}
             config = dict(d["config"]) if isinstance(d["config"], dict) else d["config"]
             if isinstance(config, dict):
                 config.setdefault("timing", "per_step")   # recorded before the knob: timed per step
@@ -671,11 +628,30 @@ def percent(fraction: float) -> str:
     return f"{v:.2g} %"
 
 
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
+def _limit_keywords(generated: Callable[..., None]) -> Callable[..., None]:
+    """``RunResult.__init__``: the generated one, also taking each ``Limits`` field as a keyword
+    of its own (``RunResult(..., mfu=0.2)``, ``dataclasses.replace(r, peak_flops_per_s=1e11)``),
+    set over ``limits`` (or over an empty ``Limits``)."""
+
+    @functools.wraps(generated)
+    def __init__(self: "RunResult", *args: Any, **kwargs: Any) -> None:
+        given = {k: kwargs.pop(k) for k in LIMIT_FIELDS if k in kwargs}
+        if given:
+            base = kwargs.get("limits", Limits())
+            if not isinstance(base, Limits):
+                raise ValueError(f"limits must be a Limits, got {type(base).__name__}")
+            kwargs["limits"] = replace(base, **given)
+        generated(self, *args, **kwargs)
+
+    return __init__
+
+
+def _limit_reader(name: str) -> property:
+    return property(lambda self: getattr(self.limits, name),
+                    doc=f"``limits.{name}``: see ``tfwb.limits_record.Limits``.")
+
+
+RunResult.__init__ = _limit_keywords(RunResult.__init__)  # type: ignore[method-assign]
+for _name in LIMIT_FIELDS:
+    setattr(RunResult, _name, _limit_reader(_name))
+del _name

@@ -453,13 +453,13 @@ class Monitor(keras.callbacks.Callback):
         r = self._build(status, stop_reason, samples=samples, error=error)
         if r.median_step_s and status != "failed":
             # How far from the limit, as on Workbench runs: the model's FLOPs and this machine's peak
-            # (tfwb.tf.runner.train.limits never raises: what it cannot read is None with a reason).
+            # (tfwb.tf.runner.limits.measure_limits never raises: what it cannot read is None with a reason).
             try:
-                from tfwb.tf.runner.train import limits   # lazy: the runner's module loads TensorFlow's pieces
+                from tfwb.tf.runner.limits import measure_limits as limits   # lazy: it loads TensorFlow's pieces
 
                 notes: List[str] = []
                 fields = limits(r.config, getattr(self.model, "distribute_strategy", None), self.model, notes)
-                r = _replace(r, **fields, notes=r.notes + tuple(Note(n, "steps") for n in notes))
+                r = _replace(r, limits=fields, notes=r.notes + tuple(Note(n, "steps") for n in notes))
             except Exception as e:  # noqa: BLE001 - the run's result must not be lost to the count
                 r = _replace(r, notes=r.notes + (Note(f"other: MFU not counted: {e}", "other"),))
         if self.dataset is not None and r.median_step_s and status != "failed":

@@ -50,25 +50,26 @@ signal), so a kernel that dies leaves no orphans. Ctrl-C or a kernel interrupt s
 every worker and records the run as ``interrupted``. The same worker entry point runs
 on real machines: ``python -m tfwb worker`` with ``TF_CONFIG`` set by you (README,
 "Running across machines").
+
+This module starts, watches and gathers (steps 3 to 5); step 1's checks are
+``tfwb.tf.cluster.preflight``, step 2's private network ``tfwb.tf.cluster.network``, and the
+worker processes (their environment, their reports, their end) ``tfwb.tf.cluster.processes``.
 """
 from __future__ import annotations
 
-import collections
 import dataclasses
 import json
 import os
 import queue
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import warnings
-from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence
 
-import tfwb
 from tfwb import cluster_spec
 from tfwb.config import RunConfig
 from tfwb.interrupts import InterruptBridge
@@ -76,284 +77,21 @@ from tfwb.lifecycle import Lifecycle, new_run_id, now_iso
 from tfwb.observers import Observer
 from tfwb.records import RunResult
 from tfwb.analysis.pairs import loss_gap
-from tfwb.tf.runner.strategies import CLUSTER_STRATEGIES, cpu_cores, in_worker
+from tfwb.tf.cluster import preflight
+from tfwb.tf.cluster.network import PrivateNetwork, network_note, open_network
+from tfwb.tf.cluster.preflight import cpu_note, placement, workload_spec
+from tfwb.tf.cluster.processes import WorkerProcess, kill_all, read_reports, stopped_state, worker_env
+from tfwb.tf.runner.strategies import CLUSTER_STRATEGIES, in_worker
 from tfwb.tf.workloads.image_files import ensure_images
-from tfwb.workloads import Ref, get_workload
 
-REPORT = cluster_spec.REPORT
 #: Seconds the cluster has from starting its processes until every worker finished its first step
 #: (TensorFlow imported, cluster joined, model built, step traced).
 START_TIMEOUT_S = 300.0
 #: Seconds a worker may go without reporting a step, after its first, before it counts as hung.
 STEP_TIMEOUT_S = 60.0
-#: Memory one worker process needs (TensorFlow, a small model, its pipeline), for the capacity check.
-WORKER_MEMORY_MIB = 700
 EXIT_PORT_TAKEN = cluster_spec.EXIT_PORT_TAKEN
 PORT_ATTEMPTS = 3
 POLL_S = 0.05
-
-
-# -- what the parent checks before any work ----------------------------------------------------
-def _visible_gpus() -> List[str]:
-    """This process's GPUs as ``CUDA_VISIBLE_DEVICES`` entries (no runtime start)."""
-    import tensorflow as tf
-
-    n = len(tf.config.list_physical_devices("GPU"))
-    given = os.environ.get("CUDA_VISIBLE_DEVICES")
-    ids = [g.strip() for g in given.split(",") if g.strip()] if given else [str(i) for i in range(n)]
-    return ids[:n]
-
-
-def holds_gpu_memory(runtime_started: bool, growth: Sequence[bool], limited: Sequence[bool],
-                     environ: Optional[Dict[str, str]] = None) -> bool:
-    """Whether a process's TensorFlow runtime holds (nearly) all the memory of one of its GPUs.
-
-    When TensorFlow's runtime starts, its allocator reserves nearly all of each visible GPU's
-    memory, unless memory growth is on for that GPU (``tf.config.experimental.set_memory_growth``
-    before the start, or ``TF_FORCE_GPU_ALLOW_GROWTH=true`` in the environment, which TensorFlow's
-    allocator reads and which overrides the setting) or the GPU was given logical devices with a
-    memory limit. A worker process started on such a card finds it full.
-
-    Args:
-        runtime_started: whether the process's runtime has started (before that nothing is held).
-        growth: per visible GPU, whether memory growth is set on it.
-        limited: per visible GPU, whether logical devices with a memory limit were configured on it.
-        environ: the process's environment (default ``os.environ``).
-
-    Returns:
-        True when the runtime started and some GPU has neither growth nor a limit.
-
-    Example:
-        >>> holds_gpu_memory(True, [False], [False], {}), holds_gpu_memory(False, [False], [False], {})
-        (True, False)
-        >>> holds_gpu_memory(True, [False], [False], {"TF_FORCE_GPU_ALLOW_GROWTH": "true"})
-        False
-    """
-    env = os.environ if environ is None else environ
-    if not runtime_started or env.get("TF_FORCE_GPU_ALLOW_GROWTH", "").strip().lower() == "true":
-        return False
-    return any(not g and not lim for g, lim in zip(growth, limited))
-
-
-def _gpus_held(config: Any = None, started: Optional[bool] = None) -> bool:
-    """Whether this process's TensorFlow runtime holds all the memory of a GPU (``holds_gpu_memory``).
-
-    ``config`` stands in for ``tf.config`` and ``started`` for whether the runtime started
-    (the tests' fakes); by default both are read from TensorFlow, without starting it.
-    """
-    if config is None:
-        import tensorflow as tf
-
-        config = tf.config
-    gpus = config.list_physical_devices("GPU")
-    if not gpus:
-        return False
-    if started is None:
-        from tensorflow.python.eager import context   # whether the runtime started: no public call says it
-
-        started = getattr(context.context(), "_context_handle", None) is not None
-    growth = [bool(config.experimental.get_memory_growth(g)) for g in gpus]
-    limited = [any(getattr(d, "memory_limit", None) for d in (config.get_logical_device_configuration(g) or ()))
-               for g in gpus]
-    return holds_gpu_memory(started, growth, limited)
-
-
-def _available_mib() -> Optional[float]:
-    try:
-        import psutil
-
-        return psutil.virtual_memory().available / 2**20
-    except Exception:  # noqa: BLE001 - no psutil, or no figure: skip the memory check
-        return None
-
-
-def _split(items: Sequence, parts: int) -> List[list]:
-    k, extra = divmod(len(items), parts)
-    out, i = [], 0
-    for p in range(parts):
-        n = k + (1 if p < extra else 0)
-        out.append(list(items[i:i + n]))
-        i += n
-    return out
-
-
-def placement(workers: int, parameter_server: bool = False) -> List[dict]:
-    """Each process's share of this machine: ``{"cpus": [core ids], "gpus": [CUDA ids]}``.
-
-    One entry per worker; with ``parameter_server`` also the chief first and the ps last
-    (both on every core, no GPU: they coordinate and hold variables, the workers compute),
-    in the order of ``tfwb.cluster_spec.local``.
-
-    With fewer GPUs than workers (one Colab T4, one A100) every worker runs on the CPU
-    (no GPU at all, ``cpu_note`` says why) instead of two workers sharing a card. So does
-    every worker when this process's runtime already holds its GPUs' memory (started
-    without memory growth, ``holds_gpu_memory``): a worker would start on a full card.
-
-    Raises:
-        ValueError: when the machine cannot host ``workers`` processes: more than its
-            CPU cores, or more than its free memory holds (``WORKER_MEMORY_MIB`` each).
-            The message says what it has and what to pick.
-    """
-    try:
-        cores = sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = list(range(cpu_cores()))
-    if workers > len(cores):
-        raise ValueError(f"workers={workers} is more than this machine can host: it has {len(cores)} CPU "
-                         f"core(s) for this process, and each local worker needs one of its own; use "
-                         f"workers <= {len(cores)}, or run workers on more machines (python -m tfwb worker)")
-    gpus = _visible_gpus()
-    if gpus and (workers > len(gpus) or _gpus_held()):
-        gpus = []                 # too few GPUs, or this process holds them: every worker on the CPU (cpu_note)
-    free = _available_mib()
-    extra = 2 if parameter_server else 0
-    if free is not None and (workers + extra) * WORKER_MEMORY_MIB > free:
-        raise ValueError(f"workers={workers} is more than this machine can host: each process of the cluster "
-                         f"needs about {WORKER_MEMORY_MIB} MiB and {free:.0f} MiB are free; use workers <= "
-                         f"{max(1, int(free // WORKER_MEMORY_MIB) - extra)}")
-    gpu_parts = _split(gpus, workers) if gpus else [[] for _ in range(workers)]
-    shares = [{"cpus": c, "gpus": g} for c, g in zip(_split(cores, workers), gpu_parts)]
-    if parameter_server:
-        shares = [{"cpus": cores, "gpus": []}, *shares, {"cpus": cores, "gpus": []}]
-    return shares
-
-
-def cpu_note(workers: int, gpus: int, held: bool = False) -> Optional[str]:
-    """Why a cluster of ``workers`` runs on the CPU of a machine with ``gpus`` GPUs (None: it does not).
-
-    Two workers on one GPU would not show distribution: MultiWorkerMirroredStrategy's
-    all-reduce on GPUs (NCCL) refuses two processes on one device, and two CUDA contexts
-    that share its memory and compute measure their contention. On the CPU each worker
-    has cores of its own, like a host, and the cluster's mechanics (start-up, all-reduce,
-    identical losses) are what they are across machines. With ``held`` (this process's
-    runtime holds its GPUs' memory, ``holds_gpu_memory``) the workers run on the CPU too.
-
-    Example:
-        >>> cpu_note(2, 2) is None, cpu_note(2, 1)[:44]
-        (True, 'every worker runs on the CPU: this machine h')
-        >>> cpu_note(2, 2, held=True)[:60]
-        'every worker runs on the CPU: this process already holds the'
-    """
-    if gpus and held and workers <= gpus:
-        return ("every worker runs on the CPU: this process already holds the memory of its GPU(s) (its "
-                "TensorFlow runtime started without memory growth and reserved nearly all of each card), so a "
-                "worker started on one would find it full. To give the workers the GPUs, set "
-                "TF_FORCE_GPU_ALLOW_GROWTH=true before this process's first TensorFlow work (or "
-                "tf.config.experimental.set_memory_growth(gpu, True) before the runtime starts), or start the "
-                "cluster from a process whose TensorFlow runtime has not started on the GPUs")
-    if not gpus or workers <= gpus:
-        return None
-    return (f"every worker runs on the CPU: this machine has {gpus} GPU(s) for {workers} workers, and workers "
-            "do not share a card (the GPU all-reduce, NCCL, refuses two processes on one device, and two "
-            "processes on one card measure their contention, not distribution); each worker has its own "
-            f"CPU core(s), like a host. With one GPU per worker (workers <= {gpus}) each gets its own")
-
-
-def workload_spec(name: str) -> Optional[dict]:
-    """How a worker process registers workload ``name`` (``None`` for a built-in).
-
-    Raises:
-        ValueError: for a workload registered with Python callables (another process
-            cannot import a lambda or a notebook's function) or a loss that is neither
-            ``None`` nor a Keras loss object; the message says how to register it instead.
-    """
-    w = get_workload(name)
-    if w.builtin:
-        return None
-    if not isinstance(w.model_fn, Ref) or not isinstance(w.data_fn, Ref) or w.source_fn is not None:
-        raise ValueError(
-            f"workload={name!r} was registered with Python callables, which the worker processes of a "
-            f"cluster cannot import: register it with 'module:attribute' strings, e.g. "
-            f"tfwb.register_workload({name!r}, model_fn='mypkg.work:model', data_fn='mypkg.work:data'), "
-            "from a module the workers can import (on their sys.path or PYTHONPATH)")
-    loss = None
-    if w.loss is not None:
-        import keras
-
-        if not isinstance(w.loss, keras.losses.Loss):
-            raise ValueError(f"workload={name!r} has a loss function the worker processes cannot receive "
-                             f"({type(w.loss).__name__}); use None or a Keras loss object")
-        loss = keras.losses.serialize(w.loss)
-    return {"name": name, "model_fn": w.model_fn.target, "data_fn": w.data_fn.target, "loss": loss,
-            "description": w.description}
-
-
-# -- the parent side -------------------------------------------------------------------------------
-class _Worker:
-    """One worker process as the parent sees it."""
-
-    def __init__(self, index: int, tfc: cluster_spec.TFConfig, proc: subprocess.Popen, err_path: str,
-                 reports: bool = True) -> None:
-        self.index, self.tfc, self.proc, self.err_path = index, tfc, proc, err_path
-        self.reports = reports         # trains and reports steps (a parameter_server's workers and ps serve)
-        self.name = "the chief" if tfc.task_type == "chief" else f"{tfc.task_type} {tfc.task_index}"
-        self.other: Deque[str] = collections.deque(maxlen=20)   # stdout lines that are not reports
-        self.ready_s: Optional[float] = None
-        self.started_s: Optional[float] = None
-        self.replicas: Optional[int] = None
-        self.steps: List[dict] = []
-        self.result: Optional[RunResult] = None
-        self.error: Optional[str] = None
-        self.eof = False
-        self.last_seen = time.perf_counter()
-        self.reader: Optional[threading.Thread] = None
-
-    def tail(self, limit: int = 600) -> str:
-        """The last lines the process wrote (stderr, then stray stdout), for a message."""
-        try:
-            with open(self.err_path, "rb") as fh:
-                fh.seek(0, os.SEEK_END)
-                fh.seek(max(0, fh.tell() - 8192))
-                text = fh.read().decode(errors="replace")
-        except OSError:
-            text = ""
-        lines = [ln.strip() for ln in text.splitlines() + list(self.other) if ln.strip()]
-        lines = [ln for ln in lines if not ln.startswith(("WARNING: All log messages before absl",
-                                                          "I0000 ", "W0000 "))]
-        out = " | ".join(lines[-4:])
-        return out[-limit:]
-
-    def ended(self) -> str:
-        """How the process ended: ``was killed by SIGKILL`` / ``exited with status 1``."""
-        rc = self.proc.returncode
-        if rc is not None and rc < 0:
-            try:
-                return f"was killed by {signal.Signals(-rc).name}"
-            except ValueError:
-                return f"was killed by signal {-rc}"
-        return f"exited with status {rc}"
-
-
-def _reader(w: _Worker, events: "queue.Queue") -> None:
-    for raw in w.proc.stdout:
-        line = raw.decode(errors="replace").rstrip("\n")
-        if line.startswith(REPORT):
-            try:
-                events.put((w, json.loads(line[len(REPORT):])))
-                continue
-            except json.JSONDecodeError:
-                pass
-        w.other.append(line)
-    events.put((w, {"event": "eof"}))
-
-
-def alive(pid: int) -> bool:
-    """True while ``pid`` is a live process; a zombie (ended, not yet reaped) counts as ended."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _stopped_state(pid: int) -> Optional[str]:
-    try:
-        import psutil
-
-        status = psutil.Process(pid).status()
-    except Exception:  # noqa: BLE001
-        return None
-    return status if status in ("stopped", "tracing-stop", "zombie", "disk-sleep") else None
 
 
 class _ClusterFailed(Exception):
@@ -362,101 +100,6 @@ class _ClusterFailed(Exception):
 
 class _PortTaken(Exception):
     """A worker found its port taken before it started (retry with other ports)."""
-
-
-def _kill(workers: Sequence[_Worker]) -> None:
-    """SIGKILL every worker's process group and wait for each process to end."""
-    for w in workers:
-        if w.proc.poll() is None:
-            try:
-                os.killpg(w.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                try:
-                    w.proc.kill()
-                except ProcessLookupError:
-                    pass
-    for w in workers:
-        try:
-            w.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        if w.reader is not None:
-            w.reader.join(timeout=5)
-        if w.proc.stdout is not None:
-            w.proc.stdout.close()
-
-
-class PrivateNetwork:
-    """The local cluster's network namespace: a holder process its workers join (``tfwb.cluster_spec``).
-
-    ``PrivateNetwork.start()`` returns a holder whose namespace is ready, or one with
-    ``pid`` None and ``why`` saying why there is none; ``close()`` ends the holder.
-    """
-
-    def __init__(self, proc: Optional[subprocess.Popen], how: str = "", why: str = "") -> None:
-        self.proc, self.how, self.why = proc, how, why
-
-    @property
-    def pid(self) -> Optional[int]:
-        return self.proc.pid if self.proc is not None and self.how else None
-
-    @classmethod
-    def start(cls, timeout_s: float = 20.0) -> "PrivateNetwork":
-        env = dict(os.environ, TFWB_PARENT_PID=str(os.getpid()))
-        package_root = os.path.dirname(os.path.dirname(os.path.abspath(tfwb.__file__)))
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
-        try:
-            proc = subprocess.Popen(
-                [sys.executable, "-c", "import sys, tfwb.cluster_spec as t; sys.exit(t.hold_private_network())"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-                start_new_session=True)
-        except OSError as e:
-            return cls(None, why=f"no holder process ({e})")
-        lines: "queue.Queue" = queue.Queue()
-        threading.Thread(target=lambda: lines.put(proc.stdout.readline()), daemon=True).start()
-        try:
-            line = lines.get(timeout=timeout_s).decode(errors="replace").strip()
-        except queue.Empty:
-            line = f"@tfwb-network failed: no answer within {timeout_s:g} s"
-        if line.startswith(cluster_spec.NETWORK_READY):
-            return cls(proc, how=line.split(":", 1)[1].strip())
-        network = cls(proc, why=line.split(":", 1)[1].strip() if ":" in line else (line or "the holder ended"))
-        network.close()
-        return network
-
-    def close(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            self.proc.kill()
-        self.proc.wait(timeout=10)
-        for pipe in (self.proc.stdin, self.proc.stdout):
-            if pipe is not None:
-                pipe.close()
-
-
-def _worker_env(tfc: cluster_spec.TFConfig, share: dict, machine_has_gpus: bool,
-                netns_pid: Optional[int] = None) -> Dict[str, str]:
-    env = dict(os.environ)
-    env.update({
-        "TF_CONFIG": tfc.to_json(),
-        "TFWB_CPU_REPLICAS": "1",                 # a worker on a CPU is one device
-        "TFWB_WORKER_CPUS": ",".join(str(c) for c in share["cpus"]),
-        "TFWB_PARENT_PID": str(os.getpid()),
-        "PYTHONUNBUFFERED": "1",
-    })
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env.pop(cluster_spec.NETNS_ENV, None)
-    if netns_pid is not None:
-        env[cluster_spec.NETNS_ENV] = str(netns_pid)
-    if machine_has_gpus:         # its own GPUs; none for a parameter_server's chief and ps
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(share["gpus"])
-        env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"    # take GPU memory as it is needed, not all at start
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(tfwb.__file__)))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, os.getcwd(), env.get("PYTHONPATH", "")) if p)
-    return env
 
 
 def _failed_before_start(cfg: RunConfig, error: BaseException, raise_errors: bool, started_at: str) -> RunResult:
@@ -529,8 +172,8 @@ def run_cluster(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_err
     job = _Cluster(cfg, sent, spec, shares, observers, start_timeout_s, step_timeout_s,
                    started_at, raise_errors)
     job.network = network
-    visible = _visible_gpus()
-    on_cpu = cpu_note(cfg.workers, len(visible), held=bool(visible) and _gpus_held())
+    visible = preflight.visible_gpus()
+    on_cpu = cpu_note(cfg.workers, len(visible), held=bool(visible) and preflight.gpus_held())
     if on_cpu:
         job.notes.append(on_cpu)
     # Ctrl-C / a kernel interrupt on the main thread becomes the run's stop request, so it can never
@@ -538,45 +181,6 @@ def run_cluster(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_err
     # and the run is "interrupted" (a second Ctrl-C raises KeyboardInterrupt at once).
     with InterruptBridge(job.life.interrupt, inline=True):
         return job.run()
-
-
-def open_network(mode: str) -> Optional[PrivateNetwork]:
-    """The cluster's private network for ``mode`` (``tfwb.cluster_spec.NETWORK_MODES``); None: every interface.
-
-    Raises:
-        ValueError: with ``mode="private"`` where this system allows no network namespace.
-    """
-    if mode == "open":
-        return None
-    network = PrivateNetwork.start()
-    if network.pid is None and mode == "private":
-        raise ValueError(f"{cluster_spec.NETWORK_ENV}=private, and this system allows no private network for the "
-                         f"cluster ({network.why}): TensorFlow's servers would listen on every interface "
-                         "(0.0.0.0). Allow unprivileged user namespaces (or run as root), or set "
-                         f"{cluster_spec.NETWORK_ENV}=auto to run on every interface with a warning")
-    return network
-
-
-def network_note(network: Optional[PrivateNetwork], seconds: Optional[float] = None) -> Tuple[dict, str]:
-    """``({"private": bool, "how" or "why"}, note)``: where the cluster's servers could be reached from.
-
-    Example:
-        >>> network_note(None)[0]
-        {'private': False, 'why': 'TFWB_CLUSTER_NETWORK=open'}
-    """
-    if network is not None and network.pid is not None:
-        return ({"private": True, "how": network.how},
-                f"the cluster's gRPC servers listened in a private network ({network.how} whose only "
-                "interface is loopback): its processes reached each other on 127.0.0.1 and nothing outside "
-                "the cluster could reach them (TensorFlow binds its servers to 0.0.0.0)")
-    why = (f"this system allows no private network namespace: {network.why}" if network is not None
-           else f"{cluster_spec.NETWORK_ENV}=open")
-    during = f" for {seconds:.0f} s" if seconds is not None else ""
-    return ({"private": False, "why": why},
-            f"the cluster's gRPC servers listened on every network interface of this machine{during} "
-            f"(TensorFlow binds them to 0.0.0.0; {why}): any host that could reach this machine could have "
-            "sent them TensorFlow work, file reads and writes included. Set "
-            f"{cluster_spec.NETWORK_ENV}=private to refuse instead, or allow unprivileged user namespaces")
 
 
 class _Cluster:
@@ -588,7 +192,7 @@ class _Cluster:
         self.start_timeout_s, self.step_timeout_s = start_timeout_s, step_timeout_s
         self.started_at, self.raise_errors = started_at, raise_errors
         self.events: "queue.Queue" = queue.Queue()
-        self.workers: List[_Worker] = []
+        self.workers: List[WorkerProcess] = []
         self.t0 = time.perf_counter()
         self.life = Lifecycle(cfg, observers, clock=self.clock)
         self.life.started_at = started_at
@@ -614,16 +218,16 @@ class _Cluster:
             cmd += ["--workload-spec", json.dumps(self.spec)]
         self.workers = []
         self.t0 = time.perf_counter()
-        has_gpus = bool(_visible_gpus())
+        has_gpus = bool(preflight.visible_gpus())
         for tfc, share in zip(tfcs, self.shares):
             err_path = os.path.join(self.tmp, f"{tfc.task_type}-{tfc.task_index}.stderr")
             with open(err_path, "wb") as err:
                 proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
-                                        env=_worker_env(tfc, share, has_gpus,
+                                        env=worker_env(tfc, share, has_gpus,
                                                         self.network.pid if self.network else None),
                                         start_new_session=True)
-            w = _Worker(len(self.workers), tfc, proc, err_path, reports=not ps or tfc.task_type == "chief")
-            w.reader = threading.Thread(target=_reader, args=(w, self.events),
+            w = WorkerProcess(len(self.workers), tfc, proc, err_path, reports=not ps or tfc.task_type == "chief")
+            w.reader = threading.Thread(target=read_reports, args=(w, self.events),
                                         name=f"tfwb-worker-{w.index}-reader", daemon=True)
             w.reader.start()
             self.workers.append(w)
@@ -631,7 +235,7 @@ class _Cluster:
                                         "addresses": [t.address for t in tfcs]}
 
     # -- watching ---------------------------------------------------------------------------
-    def _on_event(self, w: _Worker, ev: dict) -> None:
+    def _on_event(self, w: WorkerProcess, ev: dict) -> None:
         now = time.perf_counter()
         w.last_seen = now
         kind = ev.get("event")
@@ -700,25 +304,25 @@ class _Cluster:
             raise _ClusterFailed(self._hang_message(silent))
         return False
 
-    def _steps_text(self, w: _Worker) -> str:
+    def _steps_text(self, w: WorkerProcess) -> str:
         if not w.reports:
             return "while the chief was training" if self.log.times_s else "before the chief's first step"
         total = self.state.total_steps // self.state.steps_per_call
         return f"after {len(w.steps)} of {total} steps" if w.started_s is not None else "before it started"
 
-    def _tails(self, workers: Sequence[_Worker]) -> str:
+    def _tails(self, workers: Sequence[WorkerProcess]) -> str:
         parts = [f"{w.name}'s last output: {t}" for w in workers for t in [w.tail()] if t]
         return ("; " + "; ".join(parts)) if parts else ""
 
-    def _crash_message(self, w: _Worker) -> str:
+    def _crash_message(self, w: WorkerProcess) -> str:
         why = w.error or (f"its run {w.result.status}: {w.result.error}" if w.result is not None else None)
         text = f"{w.name} (pid {w.proc.pid}, {w.tfc.address}) {w.ended()} {self._steps_text(w)}"
         if why:
             text += f": {why}"
         return text + self._tails([w] if not why else [])
 
-    def _hang_message(self, silent: Sequence[_Worker]) -> str:
-        stopped = [(w, s) for w in self.workers for s in [_stopped_state(w.proc.pid)] if s]
+    def _hang_message(self, silent: Sequence[WorkerProcess]) -> str:
+        stopped = [(w, s) for w in self.workers for s in [stopped_state(w.proc.pid)] if s]
         parts = [f"{w.name} (pid {w.proc.pid}) is {s}" for w, s in stopped]
         names = ", ".join(w.name for w in silent)
         wait = ("the others wait for it in every all-reduce" if self.cfg.strategy == "multi_worker"
@@ -749,24 +353,24 @@ class _Cluster:
                             break
                     break
                 except _PortTaken as e:
-                    _kill(self.workers)
+                    kill_all(self.workers)
                     if attempt + 1 == PORT_ATTEMPTS:
                         raise _ClusterFailed(f"every try to start the cluster found a chosen port taken ({e})")
                     self.notes.append(f"a chosen port was taken before worker start ({e}); retried with new ports")
         except _ClusterFailed as e:
             t_detect = time.perf_counter()
-            _kill(self.workers)
+            kill_all(self.workers)
             failed, failure = True, e
             error = (f"{e}. Every worker process was stopped ({time.perf_counter() - t_detect:.1f} s after the "
                      f"failure was seen, {self.clock():.1f} s after the cluster started)")
         except KeyboardInterrupt:
-            _kill(self.workers)
+            kill_all(self.workers)
             self.life.interrupt()                 # the same stop as a Stop button's
         except BaseException as e:   # an observer failed, or this process is going down
-            _kill(self.workers)
+            kill_all(self.workers)
             failed, error, failure = True, f"{type(e).__name__}: {e}", e
         finally:
-            _kill(self.workers)      # a no-op for processes already gone
+            kill_all(self.workers)      # a no-op for processes already gone
             if self.network is not None:
                 self.network.close()
             shutil.rmtree(self.tmp, ignore_errors=True)

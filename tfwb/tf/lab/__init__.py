@@ -1,5 +1,6 @@
-"""The chapters' instruments: graphs, precision, convergence, placement, the profiler,
-TensorBoard, timing helpers, tf.data's own choices, interleaved comparisons, sizes.
+"""The chapters' instruments: graphs, precision, convergence (with learning_rates, clipping,
+held_out and their argument checks, arguments), placement, the profiler, TensorBoard, timing
+helpers, tf.data's own choices, interleaved comparisons, sizes.
 
 They use the runner (``tfwb.tf.runner``); the runner never imports them.
 """

@@ -39,19 +39,9 @@ stop, a profiler window, TensorBoard scalars, a Stop button). This module only
 orchestrates; the optimizer (``optimizers``), the step function (``train_step``), the
 fingerprint (``fingerprint``) and the devices (``devices``) live in their own modules.
 
-How far from the limit (``limits``): once per run, after its steps (nothing runs in the
-step loop), the model's FLOPs are counted from its layers (``flops.count_flops``: once per
-model build, milliseconds) and this machine's peak in the run's compute dtype is read
-from ``matmul_peak.measure_peak`` (a matmul benchmark cached per machine fingerprint: the first
-run on a machine pays up to ``PEAK_BUDGET_S`` per dtype, later runs read the cache; in
-one process each peak is read once). Under ``TFWB_FAST=1`` (tests, small chapters) the
-benchmark gets ``FAST_PEAK_BUDGET_S`` per dtype (``measure_peak(quick=True)``: the full
-figure when one is cached, else a quick one, cached apart so later processes reuse it and a
-rough figure never stands in for the real one). The float32 peak is read too
-(the bound of a mixed precision suggestion is a ratio to it), and on an accelerator the
-other half-precision dtype as well; a CPU is never suggested mixed precision, so its
-half-precision peaks are measured only for runs that use them. A cluster's workers do
-not measure (they share or span machines): ``peak_reason`` says so, and ``mfu`` stays None.
+How far from the limit: once per run, after its steps (nothing runs in the step loop),
+``tfwb.tf.runner.limits.measure_limits`` counts the model's FLOPs and reads this machine's
+peaks; the RunResult is built once, with that record as its ``limits``.
 
 Global state: a run sets the Keras dtype policy and restores the previous one;
 it seeds Python, NumPy and TF with ``cfg.seed`` (``keras.utils.set_random_seed``),
@@ -62,8 +52,6 @@ started yet (see ``tfwb.tf.runner.devices``). Importing this module changes noth
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -72,9 +60,9 @@ from typing import Callable, Iterator, List, Optional, Sequence
 import keras
 import tensorflow as tf
 
-from tfwb import datasheet, stats, timing
+from tfwb import stats, timing
 from tfwb.timing import WINDOW_S  # noqa: F401 - part of this module's names (__all__)
-from tfwb.config import RunConfig, compute_dtype
+from tfwb.config import RunConfig
 from tfwb.lifecycle import Lifecycle, run_clock
 from tfwb.utilization import Sampler, default_probes, start_load_probe
 from tfwb.observers import Dispatch, Observer, RunState, StepLog
@@ -84,32 +72,17 @@ from tfwb.tf.runner.pipeline import build_dataset
 from tfwb.tf.runner.quiet import TF_LOG_LINE, is_tf_log, native_stderr_captured
 from tfwb.tf.runner.devices import device_sync, setup_devices
 from tfwb.tf.runner.fingerprint import fingerprint
-from tfwb.tf.runner.flops import count_flops
+from tfwb.tf.runner.limits import measure_limits
 from tfwb.tf.runner.memory import MemoryPeak
 from tfwb.tf.runner.optimizers import make_optimizer
 from tfwb.tf.runner.train_step import make_step, per_example_loss, tracing_count
 from tfwb.tf.runner.strategies import CLUSTER_STRATEGIES, coordinate, distribute, distribution_facts, in_worker, make_strategy, prepare
 
 __all__ = ["run_process", "prepared", "timed_steps", "input_floor_s", "Prepared", "StepLog", "make_optimizer",
-           "fingerprint", "WINDOW_S", "limits", "call_overhead_s"]
+           "fingerprint", "WINDOW_S"]
 
 #: ``next()`` calls timed on a second iterator over staged batches (``input_floor_s``).
 FLOOR_CALLS = 21
-#: Seconds the peak benchmark may take per dtype on a machine's first run (``limits``).
-PEAK_BUDGET_S = 1.5
-#: Under ``TFWB_FAST=1``: per dtype; the figure is cached apart from the full ones and never replaces one.
-FAST_PEAK_BUDGET_S = 0.2
-#: Peaks read in this process, by (dtype, device, fast): ``(Peak, time.monotonic() when measured)``.
-#: Each is benchmarked (or read) once; later reads take a better figure from the cache (another
-#: process's or ``measure_peak``'s), and one measured under load is measured again after
-#: ``RETRY_LOADED_S``.
-_PEAKS: dict = {}
-#: Seconds after which a peak this process measured under load (``Peak.loaded``) is measured again
-#: (not under ``TFWB_FAST``: there each process measures once, the next process again).
-RETRY_LOADED_S = 60.0
-#: The no-op function ``call_overhead_s`` times, and the datasheet figures, once per process.
-_NOOP: dict = {}
-_DATASHEET: dict = {}
 
 
 @dataclass
@@ -368,7 +341,7 @@ def run_process(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_err
                         state.extras["other_cpu_pct"] = round(100.0 * share, 1)
                 facts["traces"] = tracing_count(p.step)
                 if log.times_s and not state.interrupted and state.diverged_at is None:
-                    facts.update(limits(cfg, p.strategy, p.model, state.notes))   # after the steps: not timed
+                    facts["limits"] = measure_limits(cfg, p.strategy, p.model, state.notes)   # after the steps: not timed
             if state.diverged_at is not None:
                 error = (f"the loss became {log.losses[-1]} at step {(state.diverged_at + 1) * spe} "
                          f"(warm-up included): the run diverged; lower learning_rate "
@@ -382,207 +355,7 @@ def run_process(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_err
                 raise
     state.notes.extend(_native_notes(native))
     life.end(life.status(failed))
-    measured = {k: facts.pop(k) for k in LIMIT_FIELDS if k in facts}
-    result = life.result(state.status, error, **facts)
-    return dataclasses.replace(result, **measured) if measured else result
-
-
-#: Fields ``limits`` fills that ``RunResult`` may not have yet (``tfwb.records``): it returns each
-#: one RunResult has a field for. ``elementwise_flops_per_step``: the step's elementwise FLOPs
-#: (bias adds, activations, normalisation, pooling, merges), apart from ``model_flops_per_step``
-#: (matmuls and convolutions: what the peak measures and MFU counts); ``peak_spread``: ``{"low",
-#: "high", "count"}`` of the figures the peak was chosen from (the quiet ones, or the loaded
-#: ones when none was quiet) and ``"measured"``: every figure kept, loaded ones included;
-#: ``peak_loaded``: the peak was measured under load (it likely reads low; measured again later).
-NEW_LIMIT_FIELDS = ("elementwise_flops_per_step", "peak_spread", "peak_loaded")
-#: The RunResult fields ``limits`` fills.
-LIMIT_FIELDS = (("model_flops_per_step", "flops_uncounted", "peak_flops_per_s", "peak_device", "peak_reason",
-                 "datasheet_flops_per_s", "datasheet_source", "peaks", "call_overhead_s")
-                + tuple(f for f in NEW_LIMIT_FIELDS if f in {x.name for x in dataclasses.fields(RunResult)}))
-
-
-def call_overhead_s(calls: int = FLOOR_CALLS, clock: Callable[[], float] = time.perf_counter) -> float:
-    """The median cost of calling a traced ``tf.function`` that does no work: dispatch alone.
-
-    A floor of the per-call overhead ``steps_per_execution`` amortises (the step's own
-    call passes more arguments, and a strategy's ``run`` adds to it).
-    """
-    if "noop" not in _NOOP:                    # traced once per process
-        _NOOP["noop"], _NOOP["x"] = tf.function(lambda x: x), tf.constant(0.0)
-        _NOOP["noop"](_NOOP["x"])
-    noop, x = _NOOP["noop"], _NOOP["x"]
-    times = []
-    for _ in range(calls):
-        t0 = clock()
-        noop(x)
-        times.append(clock() - t0)
-    return stats.median(times)
-
-
-def _step_devices(strategy) -> tuple:
-    """(kind ``"GPU"``/``"TPU"``/``"CPU"``, how many, ``measure_peak``'s device: ``"GPU:n"``, ``"TPU"``, ``"CPU"``).
-
-    The devices the step ran on: the strategy's; for the default strategy, the first GPU
-    (TensorFlow places ops there) or the CPU. Logical CPU devices count once: they share
-    the same cores.
-    """
-    try:
-        names = list(strategy.extended.worker_devices)
-    except (AttributeError, NotImplementedError, RuntimeError, ValueError):
-        names = []
-    if _is_default(strategy) or not names:
-        return ("GPU", 1, "GPU:0") if tf.config.list_logical_devices("GPU") else ("CPU", 1, "CPU")
-    for kind in ("TPU", "GPU"):
-        mine = [n for n in names if f"{kind}:" in n.upper()]
-        if mine:
-            index = mine[0].rsplit(":", 1)[-1]
-            return kind, len(mine), f"GPU:{index}" if kind == "GPU" and index.isdigit() else kind
-    return "CPU", 1, "CPU"
-
-
-def _is_default(strategy) -> bool:
-    """Whether ``strategy`` is TensorFlow's default (no distribution): TF's own placement then."""
-    return strategy is tf.distribute.get_strategy() and not tf.distribute.has_strategy()
-
-
-def _peak(dtype: str, device: str, fast: bool):
-    """``measure_peak`` once per process per (dtype, device); under TFWB_FAST a quick one (cached apart).
-
-    A later read takes the cache's figure when it ranks higher (``matmul_peak.rank``: a quiet
-    one over one measured under load, else the higher), so a peak measured meanwhile (by
-    another process, or by ``measure_peak`` in this one) is used; a figure measured under load
-    is measured again once ``RETRY_LOADED_S`` have passed.
-    """
-    from tfwb.tf.runner.matmul_peak import cached_peak, measure_peak, rank   # lazy: only a run that measured steps reads a peak
-
-    key = (dtype, device, fast)
-    held = _PEAKS.get(key)
-    now = time.monotonic()
-    stale = (held is not None and not fast           # TFWB_FAST (tests, small chapters): once per process
-             and getattr(held[0], "loaded", False) and now - held[1] >= RETRY_LOADED_S)
-    if held is None or stale:
-        _PEAKS[key] = (measure_peak(dtype, device, budget_s=FAST_PEAK_BUDGET_S if fast else PEAK_BUDGET_S,
-                                    quick=fast), now)
-    else:
-        try:
-            newer = cached_peak(dtype, device, quick=fast)
-        except Exception:  # noqa: BLE001 - the figure held stands
-            newer = None
-        if newer is not None and rank(newer) > rank(held[0]):
-            _PEAKS[key] = (newer, held[1])
-    return _PEAKS[key][0]
-
-
-def _datasheet(kind: str, peak_device: str, dtype: str) -> tuple:
-    """(FLOP/s, source) from the datasheet table for an accelerator, the CPU formula for a CPU; (None, "")."""
-    key = (kind, peak_device, dtype)
-    if key not in _DATASHEET:
-        _DATASHEET[key] = _read_datasheet(kind, peak_device, dtype)
-    return _DATASHEET[key]
-
-
-def _read_datasheet(kind: str, peak_device: str, dtype: str) -> tuple:
-    try:
-        if kind == "CPU":
-            from tfwb import hardware
-
-            hw = hardware.detect()
-            found = datasheet.cpu_peak(hw.cpu_count or 0, datasheet.cpu_ghz(), hw.cpu_flags, dtype)
-        else:
-            name = peak_device
-            if kind == "GPU":
-                details = tf.config.experimental.get_device_details(tf.config.list_physical_devices("GPU")[0])
-                name = details.get("device_name") or peak_device
-            found = datasheet.datasheet_peak(name, dtype)
-    except (ValueError, IndexError, OSError):
-        found = None
-    return found if found else (None, "")
-
-
-def limits(cfg: RunConfig, strategy, model, notes: Optional[List[str]] = None) -> dict:
-    """How far a run is from this machine's limit: the RunResult fields it fills (``LIMIT_FIELDS``).
-
-    Counts the model's FLOPs (``count_flops``), reads this machine's peak per dtype
-    (``measure_peak``, see the module docstring for when it is measured and cached), the
-    datasheet peak, and the per-call overhead (``call_overhead_s``). Nothing here raises:
-    what could not be read is ``None`` with a reason (``peak_reason``) or a note.
-
-    ``model_flops_per_step`` counts the matmuls and convolutions (``FlopCount.train_step(batch,
-    "matmul")``): what the peak measures, so MFU compares like with like; the elementwise FLOPs
-    are ``elementwise_flops_per_step``. Each entry of ``peaks`` also says whether its figure was
-    measured under load (``"loaded"``) and the spread of the figures it was chosen from
-    (``"spread"``: ``{"low", "high", "count", "measured"}``, FLOP/s times the replicas like
-    ``"measured"``); for the run's dtype they are ``peak_loaded`` and ``peak_spread`` too.
-    Fields ``RunResult`` lacks (``NEW_LIMIT_FIELDS``) are left out.
-
-    Args:
-        cfg: the run's knobs (the compute dtype, the global batch, the strategy).
-        strategy: the strategy the step ran under (its devices).
-        model: the built model.
-        notes: where a note on a count that failed goes.
-
-    Returns:
-        ``{field: value}`` for ``dataclasses.replace`` on the run's RunResult.
-    """
-    out: dict = {}
-    try:
-        count = count_flops(model)
-        out["model_flops_per_step"] = count.train_step(cfg.batch_size, "matmul")
-        out["elementwise_flops_per_step"] = count.train_step(cfg.batch_size, "elementwise")
-        out["flops_uncounted"] = tuple(count.uncounted)
-    except Exception as e:  # noqa: BLE001 - a model the counter cannot read: say so, never a wrong number
-        out["flops_uncounted"] = (f"the whole model ({type(e).__name__}: {e})",)
-    try:
-        out["call_overhead_s"] = call_overhead_s()
-    except Exception as e:  # noqa: BLE001 - a figure the bound does without
-        if notes is not None:
-            notes.append(f"steps_per_execution: the per-call overhead was not measured ({type(e).__name__}: {e})")
-    dtype = compute_dtype(cfg.mixed_precision)
-    if cfg.strategy in CLUSTER_STRATEGIES:
-        out["peak_reason"] = "a cluster's workers do not measure a peak (they share or span machines)"
-        return {k: v for k, v in out.items() if k in LIMIT_FIELDS}
-    kind, count_devices, device = _step_devices(strategy)
-    wanted = ["float32", dtype] + (["bfloat16", "float16"] if kind != "CPU" else [])
-    fast = os.environ.get("TFWB_FAST") == "1"
-    peaks: dict = {}
-    scale = count_devices if kind != "CPU" else 1
-    quick = None
-    for d in dict.fromkeys(wanted):                 # in order, once each
-        entry = {"measured": None, "datasheet": None, "source": "", "loaded": None, "spread": None}
-        try:
-            pk = _peak(d, device, fast)
-            if pk.flops_per_s:
-                entry["measured"] = pk.flops_per_s * scale
-                entry["loaded"] = bool(getattr(pk, "loaded", False))
-                spread = getattr(pk, "spread", None)
-                if spread:
-                    entry["spread"] = {"low": spread[0] * scale, "high": spread[1] * scale, "count": spread[2],
-                                       "measured": max(len(getattr(pk, "figures", ()) or ()), spread[2])}
-            if d == dtype:
-                out["peak_device"] = pk.device + (f" x {count_devices}" if kind != "CPU" and count_devices > 1
-                                                  else "")
-                out["peak_reason"] = "" if pk.flops_per_s else (pk.reason or "not measured")
-                quick = getattr(pk, "quick", None)
-        except Exception as e:  # noqa: BLE001 - no peak is no error: the run says why
-            if d == dtype:
-                out["peak_reason"] = f"the benchmark failed: {type(e).__name__}: {e}"
-        flops, source = _datasheet(kind, out.get("peak_device", ""), d)
-        if flops:
-            entry["datasheet"], entry["source"] = flops * (count_devices if kind != "CPU" else 1), source
-        peaks[d] = entry
-    out["peaks"] = peaks
-    out["peak_flops_per_s"] = peaks[dtype]["measured"]
-    out["datasheet_flops_per_s"] = peaks[dtype]["datasheet"]
-    out["datasheet_source"] = peaks[dtype]["source"]
-    out["peak_spread"] = peaks[dtype]["spread"]
-    out["peak_loaded"] = peaks[dtype]["loaded"]
-    if fast and out["peak_flops_per_s"] and quick is not False:
-        out["peak_device"] = out.get("peak_device", "") + (
-            " (TFWB_FAST=1: a short benchmark)" if quick else
-            " (TFWB_FAST=1: a short benchmark unless this machine's full one was cached)")
-    return {k: v for k, v in out.items() if k in LIMIT_FIELDS}
-
-
+    return life.result(state.status, error, **facts)
 
 
 def _native_notes(held) -> List[str]:

@@ -4,7 +4,7 @@ Workbench's loss chart: a run's loss beside the previous run's, when the knobs t
 alter the arithmetic (``tfwb.analysis.pairs.ARITHMETIC_KNOBS``).
 
 ``draw_lr_sweep``, ``draw_curves`` and ``draw_loss_beside`` draw on an Axes;
-``lr_sweep_png``, ``curves_png`` and ``loss_beside_png`` return PNG bytes. A sweep is read by attribute (``tfwb.tf.lab.convergence.LearningRateSweep`` or
+``lr_sweep_png``, ``curves_png`` and ``loss_beside_png`` return PNG bytes. A sweep is read by attribute (``tfwb.tf.lab.learning_rates.LearningRateSweep`` or
 anything shaped like it), so nothing here imports TensorFlow.
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ CURVES = {"loss": "training loss (per step)", "grad_norm": "gradient norm before
 def draw_lr_sweep(ax: Axes, sweeps: Sequence[Any]) -> None:
     """Final loss against learning rate (log x axis), one line per sweep.
 
-    Each sweep is a ``tfwb.tf.lab.convergence.LearningRateSweep`` (or anything with ``label``, ``rates``,
+    Each sweep is a ``tfwb.tf.lab.learning_rates.LearningRateSweep`` (or anything with ``label``, ``rates``,
     ``final_losses`` (``None`` where diverged), ``best_rate``, ``best_loss``,
     ``first_loss``, ``steps``, ``tail``). The best rate of each gets a ring; a rate that
     diverged is an ``x`` on the top edge; a loss above ``SWEEP_CEILING`` times the starting
@@ -95,7 +95,7 @@ def draw_curves(ax: Axes, results: Sequence[RunResult], quantity: str = "loss") 
         quantity: ``"loss"`` (each step's training loss), ``"grad_norm"`` (each step's global
             gradient norm before clipping; needs ``RunConfig(grad_norms=True)``; a run that
             clips by global norm gets its threshold as a dotted line) or ``"held_out"``
-            (``extras["held_out"]`` of ``tfwb.tf.lab.convergence.held_out``: the loss on all
+            (``extras["held_out"]`` of ``tfwb.tf.lab.held_out.held_out``: the loss on all
             training examples dashed, on the held-out examples solid).
 
     A run that diverged ends with an ``x`` at its last finite value and "NaN" beside it.
