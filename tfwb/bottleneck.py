@@ -9,7 +9,7 @@ iterator's own floor (``input_fraction``), so staged batches never read input-bo
 What limits a run is its *limit* (``limit_of``: ``"input"``, ``"compute"``, ``"overhead"``);
 "bound" in tfwb means only the Amdahl bound of a change (``tfwb.advice.bounds``). The 0.2
 names ``bound_of`` / ``check_bound`` / ``BOUNDS`` still work, with a DeprecationWarning
-(the functions) until 0.3.
+(the functions) until 0.4.
 
 Pure: reads the attributes of a ``RunResult`` (duck-typed); imports nothing from tfwb.
 """
@@ -28,7 +28,7 @@ INPUT_HIGH, INPUT_MODERATE, NOT_INPUT = "highly input-bound", "moderately input-
 #: What limits a run, as ``limit_of`` reads it from a measured run.
 INPUT, COMPUTE, OVERHEAD = "input", "compute", "overhead"
 LIMITS = (INPUT, COMPUTE, OVERHEAD)
-#: The 0.2 name of ``LIMITS`` (until 0.3).
+#: The 0.2 name of ``LIMITS`` (until 0.4).
 BOUNDS = LIMITS
 
 #: A GPU busy (NVML duty cycle) less than this share of the time, with no input wait
@@ -132,12 +132,12 @@ def _deprecated(old: str, new: str) -> None:
 
 
 def bound_of(result: Any) -> Optional[str]:
-    """The 0.2 name of ``limit_of``, with a DeprecationWarning (until 0.3)."""
+    """The 0.2 name of ``limit_of``, with a DeprecationWarning (until 0.4)."""
     _deprecated("bound_of", "limit_of")
     return limit_of(result)
 
 
 def check_bound(bound: Optional[str]) -> Optional[str]:
-    """The 0.2 name of ``check_limit``, with a DeprecationWarning (until 0.3)."""
+    """The 0.2 name of ``check_limit``, with a DeprecationWarning (until 0.4)."""
     _deprecated("check_bound", "check_limit")
     return check_limit(bound)

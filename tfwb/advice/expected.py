@@ -59,7 +59,7 @@ def expected_for(hardware: MachineLike, knob: str, value: Any = True, baseline: 
         limit (str | None, default None): ``"input"``, ``"compute"`` or ``"overhead"``,
             overriding what ``baseline`` says; None: from ``baseline``, else unknown
             (model knobs then assume a compute-bound step).
-        bound: the 0.2 name of ``limit``, with a DeprecationWarning (until 0.3).
+        bound: the 0.2 name of ``limit``, with a DeprecationWarning (until 0.4).
 
     Returns:
         An ``Expected``: ``direction`` (or None where it depends on the model more than

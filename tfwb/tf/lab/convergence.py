@@ -27,7 +27,6 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 from tfwb import stats
 from tfwb import text as report
 from tfwb.config import RunConfig
-from tfwb.renamed import deprecated_alias
 from tfwb.observers import Observer, StopAtLoss
 from tfwb.records import RunResult
 from tfwb.tf.lab.arguments import finite_number, positive_int
@@ -253,15 +252,3 @@ def target_table(runs: Sequence[TargetRuns]) -> Tuple[Tuple[str, ...], list]:
                      _q(r.median_steps, ".0f"), f"{_q(a, '.0f')}-{_q(b, '.0f')}", _q(r.median_seconds, ".2f"),
                      f"{_q(c, '.2f')}-{_q(d, '.2f')}", "-" if step is None else f"{step * 1e3:.3f}"))
     return headers, rows
-
-
-def __getattr__(name: str) -> Any:
-    """The tfwb 0.1 names ``Sweep`` and ``sweep_table`` (now ``tfwb.tf.lab.learning_rates.LearningRateSweep``
-    and ``lr_sweep_table``), with a DeprecationWarning (until 0.3)."""
-    old = {"Sweep": "LearningRateSweep", "sweep_table": "lr_sweep_table"}
-    if name in old:
-        from tfwb.tf.lab import learning_rates   # where they live now; lazy: it is only for the old names
-
-        return deprecated_alias("tfwb.tf.lab", f"convergence.{name}", f"learning_rates.{old[name]}",
-                                lambda: getattr(learning_rates, old[name]))
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
