@@ -57,7 +57,7 @@ def badge_markdown(path: str, slug: str = REPO_SLUG) -> str:
 #: The tfwb a chapter's install cell installs on Colab: the release tag of this version (pyproject.toml's
 #: ``version``), so a chapter gets the tfwb it was written for, not whatever ``main`` is that day.
 #: Bump both together and regenerate the cells (``python tools/chapter_files.py header``); push the tag.
-TFWB_VERSION = "0.2.0"
+TFWB_VERSION = "0.3.0"
 TFWB_REF = f"v{TFWB_VERSION}"
 
 def tpu_requirements(on_tpu: bool, versions: Mapping[str, Optional[str]]) -> List[str]:
