@@ -59,7 +59,7 @@ _LAZY = {
     "choose_size": ("tfwb.tf.lab.sizing", "choose_size"),
     "profile": ("tfwb.tf.lab.profiler", "profile"),
     "chapter": ("tfwb.tf.lab.chapter", "chapter"),
-    "tune": ("tfwb.tuning", "tune"),    # diagnose, try the best-bounded change, keep it if faster (pure; runs tfwb.run)
+    "tune": ("tfwb.tf.lab.tune", "tune"),    # the pure loop (tfwb.search.tune_loop) with tfwb.run handed in
 }
 
 

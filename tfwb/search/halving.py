@@ -29,7 +29,8 @@ sweep's step progress is a ``tfwb.observers.Progress`` observer and its stop a
 ``tfwb.observers.StopFlag``. Ctrl-C or a kernel interrupt sets that flag through
 ``tfwb.interrupts.InterruptBridge``: the run ends after its current step as
 ``"interrupted"`` and the sweep ends there, keeping every run that finished. Every
-finished run is appended to a ``tfwb.history.History`` as soon as it ends;
+finished run is appended to a ``tfwb.history.History`` as soon as it ends (the flag,
+the bridge and the history are the search's ``tfwb.search.recorder.RunRecorder``);
 ``resume=True`` reuses the runs already there (matched by configuration).
 
 The runner is injected (default ``tfwb.run``), so the search runs without TensorFlow
@@ -51,12 +52,12 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 from tfwb import stats
 from tfwb.config import RunConfig
 from tfwb.history import History
-from tfwb.interrupts import InterruptBridge
 from tfwb.observers import Observer, Progress, StopFlag
 from tfwb.pairs import other_cpu_pct
 from tfwb.records import RunResult
 from tfwb.search.rungs import Plan, plan
 from tfwb.search.progress import SweepProgress
+from tfwb.search.recorder import INTERRUPTED, RunRecorder, Runner, Stopped
 from tfwb.search.loss_rule import judge
 from tfwb.search.result import (FAILED, FINALIST, PROMOTED, SLOWER, WINNER, WORSE, SweepResult, Trial,
                                 example_times_s)
@@ -64,34 +65,29 @@ from tfwb.search.space import run_key
 
 __all__ = ["sweep", "exhaustive", "GridResult", "Runner", "ProgressFn", "INTERRUPTED"]
 
-#: ``runner(cfg, observers) -> RunResult``: ``tfwb.run``, or a fake in tests.
-Runner = Callable[[RunConfig, Sequence[Observer]], RunResult]
 #: Called with a ``SweepProgress`` before and after every run and after every step.
 ProgressFn = Callable[[SweepProgress], None]
-#: The stop reason a Ctrl-C or kernel interrupt gives the run it stops.
-INTERRUPTED = "interrupted by the user"
-
-
-class _Stopped(Exception):
-    """The user stopped the sweep: it ends after keeping what finished."""
 
 
 class _Runs:
-    """Runs by configuration: reused from the history, or made now (and appended to it)."""
+    """Runs by configuration: reused from the history, or made now (through the search's ``RunRecorder``)."""
 
-    def __init__(self, runner: Runner, history: Optional[History], previous: Sequence[RunResult],
-                 progress: Optional[ProgressFn], planned: Callable[[], int], stop: StopFlag) -> None:
-        self.runner, self.history, self.progress, self.planned_fn, self.stop = (
-            runner, history, progress, planned, stop)
+    def __init__(self, recorder: RunRecorder, previous: Sequence[RunResult],
+                 progress: Optional[ProgressFn], planned: Callable[[], int]) -> None:
+        self.recorder, self.progress, self.planned_fn = recorder, progress, planned
         self.done: Dict[str, RunResult] = {}
         for res in previous:
             if res.status in ("ok", "failed", "diverged") and res.stop_reason is None:   # cut short: run again
                 self.done[run_key(res.config)] = res
-        self.made = 0
         self.reused = 0
         self.used: Dict[str, RunResult] = {}
         self.where = (0, 1, 0)               # rung, rungs, steps
         self.planned = 0
+
+    @property
+    def made(self) -> int:
+        """Runs made now (not reused)."""
+        return self.recorder.made
 
     @property
     def count(self) -> int:
@@ -106,7 +102,7 @@ class _Runs:
                                         stopped))
 
     def get(self, cfg: RunConfig) -> RunResult:
-        """The run of ``cfg``: reused, or made now. Raises ``_Stopped`` once the user stopped the sweep."""
+        """The run of ``cfg``: reused, or made now. Raises ``Stopped`` once the user stopped the sweep."""
         key = run_key(cfg)
         if key in self.used:
             return self.used[key]
@@ -116,18 +112,12 @@ class _Runs:
             res = self.done[key]
             self.reused += 1
         else:
-            if self.stop.is_set:             # stopped between runs
-                raise _Stopped()
+            self.recorder.check()            # stopped between runs
             self.report(cfg.label)
-            observers: List[Observer] = [self.stop]
+            observers: List[Observer] = [self.recorder.flag]
             if self.progress is not None:
                 observers.append(Progress(lambda done, total: self.report(cfg.label, done, total)))
-            res = self.runner(cfg, observers)
-            if res.status == "interrupted" or res.stop_reason is not None:
-                raise _Stopped()             # cut short: not a run of the rung's length; run again on resume
-            self.made += 1
-            if self.history is not None:
-                self.history.append(res)
+            res = self.recorder.record(cfg, observers)   # cut short: Stopped, not recorded; run again on resume
         self.used[key] = res
         self.report()
         return res
@@ -284,12 +274,12 @@ def sweep(baseline: Optional[RunConfig] = None, space: Optional[Mapping[str, Ite
             remaining += n - (1 if rr == rungs - 1 and naive_trial in alive else 0)
         return runs.count + remaining
 
-    flag = StopFlag() if stop is None else stop
-    runs = _Runs(runner, store, previous, progress, planned, flag)
+    recorder = RunRecorder(runner, store, StopFlag() if stop is None else stop, resumable=True)
+    runs = _Runs(recorder, previous, progress, planned)
     naive: Optional[RunResult] = None
     interrupted, error = False, None
     try:
-        with InterruptBridge(lambda: flag.set(INTERRUPTED, interrupted=True), inline=True):
+        with recorder.bridge():
             runs.where = (-1, rungs, steps[-1])
             naive = runs.get(base.replace(steps=steps[-1]))
             if not naive.ok:
@@ -304,7 +294,7 @@ def sweep(baseline: Optional[RunConfig] = None, space: Optional[Mapping[str, Ite
                 alive = _decide_rung(alive, r, n_steps, r == rungs - 1, eta, naive, loss_tolerance)
                 if not alive:
                     break
-    except (_Stopped, KeyboardInterrupt):  # a stop, or a KeyboardInterrupt a runner let through: keep what finished
+    except (Stopped, KeyboardInterrupt):  # a stop, or a KeyboardInterrupt a runner let through: keep what finished
         interrupted = True
     winner, tied, speedup = None, (), None
     if not interrupted and error is None and alive and all(rungs - 1 in t.runs for t in alive):
