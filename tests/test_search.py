@@ -498,6 +498,7 @@ def test_notebook_progress_bar_follows_the_sweep():
 
 
 def test_import_tfwb_exports_the_sweep_function():
+    from tfwb.tf.lab.sweep import sweep             # the search with tfwb.run handed in
     assert tfwb.sweep is sweep and "sweep" in tfwb.__all__
 
 
@@ -601,7 +602,7 @@ def test_the_drawer_redraws_one_line_on_a_tty_and_writes_a_line_per_run_elsewher
 def test_a_tiny_real_sweep_in_small_mode(tmp_path):
     path = tmp_path / "runs.jsonl"
     base = RunConfig(workload="mlp", size="small", warmup_steps=1, batch_size=32)
-    r = sweep(base, {"steps_per_execution": [1, 2]}, min_steps=4, eta=2, rungs=2, history=path)
+    r = tfwb.sweep(base, {"steps_per_execution": [1, 2]}, min_steps=4, eta=2, rungs=2, history=path)
     assert r.finished, r.summary()
     assert r.winner is not None and r.speedup is not None
     results = load_results(path)

@@ -34,7 +34,6 @@ from tfwb.expect import check
 from tfwb.history import load_results
 from tfwb.records import RunResult, Sample
 from tfwb.stats import compare
-from tfwb.search import sweep  # the function; the package is tfwb.search (from tfwb.search import SweepResult)
 from tfwb.workloads import register_workload
 
 renamed.install()   # old module names (tfwb 0.1) import with a DeprecationWarning
@@ -59,6 +58,7 @@ _LAZY = {
     "choose_size": ("tfwb.tf.lab.sizing", "choose_size"),
     "profile": ("tfwb.tf.lab.profiler", "profile"),
     "chapter": ("tfwb.tf.lab.chapter", "chapter"),
+    "sweep": ("tfwb.tf.lab.sweep", "sweep"),  # the pure search (tfwb.search.halving) with tfwb.run handed in
     "tune": ("tfwb.tf.lab.tune", "tune"),    # the pure loop (tfwb.search.tune_loop) with tfwb.run handed in
 }
 

@@ -33,8 +33,8 @@ finished run is appended to a ``tfwb.history.History`` as soon as it ends (the f
 the bridge and the history are the search's ``tfwb.search.recorder.RunRecorder``);
 ``resume=True`` reuses the runs already there (matched by configuration).
 
-The runner is injected (default ``tfwb.run``), so the search runs without TensorFlow
-in tests. Pure: this module imports neither TensorFlow nor any UI library.
+The runner is handed in (``tfwb.sweep``, ``tfwb.tf.lab.sweep.sweep``, gives ``tfwb.run``),
+so the search runs without TensorFlow in tests. Pure: this module imports neither TensorFlow nor any UI library.
 
 Example:
     >>> result = sweep(RunConfig(workload="images"), {"prefetch": [False, True],
@@ -189,7 +189,7 @@ def _final(alive: List[Trial], last: int, naive: RunResult, noise: stats.NoiseBa
 
 def sweep(baseline: Optional[RunConfig] = None, space: Optional[Mapping[str, Iterable[Any]]] = None, *,
           min_steps: int = 10, eta: int = 3, rungs: int = 3, loss_tolerance: float = 0.10,
-          noise: Optional[stats.NoiseBand] = None, runner: Optional[Runner] = None,
+          noise: Optional[stats.NoiseBand] = None, runner: Runner,
           history: "Optional[os.PathLike[str] | str]" = None, resume: bool = False,
           progress: Optional[ProgressFn] = None, stop: Optional[StopFlag] = None,
           clock: Callable[[], float] = time.perf_counter) -> SweepResult:
@@ -213,7 +213,7 @@ def sweep(baseline: Optional[RunConfig] = None, space: Optional[Mapping[str, Ite
             naive run's loss drop over those examples (``tfwb.search.loss_rule``; 0.1: the candidate
             achieves at least 90 % of the naive run's drop; no drop: no allowance).
         noise: run-to-run noise band for the final comparison (``tfwb.stats.DEFAULT_NOISE``).
-        runner: ``runner(cfg, observers) -> RunResult``; default ``tfwb.run``.
+        runner: ``runner(cfg, observers) -> RunResult`` (``tfwb.sweep`` gives ``tfwb.run``).
         history: a JSON-lines file (``tfwb.history.History``) every finished run is
             appended to as it ends.
         resume: reuse the runs already in ``history`` (matched by configuration).
@@ -254,8 +254,6 @@ def sweep(baseline: Optional[RunConfig] = None, space: Optional[Mapping[str, Ite
     if previous and not resume:
         raise ValueError(f"history={store.path!r} already holds {len(previous)} runs; pass resume=True to "
                          "reuse them, or pick another file")
-    if runner is None:
-        from tfwb import run as runner          # tfwb.run: TensorFlow loads now, not at import
 
     trials = [Trial(c) for c in p.candidates]
     naive_trial = next((t for t in trials if t.candidate.is_naive), None)
@@ -329,7 +327,7 @@ class GridResult:
 
 
 def exhaustive(baseline: Optional[RunConfig] = None, space: Optional[Mapping[str, Iterable[Any]]] = None, *,
-               steps: int = 90, loss_tolerance: float = 0.10, runner: Optional[Runner] = None,
+               steps: int = 90, loss_tolerance: float = 0.10, runner: Runner,
                history: "Optional[os.PathLike[str] | str]" = None, resume: bool = False,
                progress: Optional[ProgressFn] = None,
                clock: Callable[[], float] = time.perf_counter) -> GridResult:

@@ -1,5 +1,6 @@
 """The chapters' instruments: graphs, precision, convergence, placement, the profiler,
-TensorBoard, timing helpers, tf.data's own choices, interleaved comparisons, sizes.
+TensorBoard, timing helpers, tf.data's own choices, interleaved comparisons, sizes, and
+``tfwb.sweep`` / ``tfwb.tune`` (``sweep``, ``tune``: the pure searches with ``tfwb.run`` handed in).
 
 They use the runner (``tfwb.tf.runner``); the runner never imports them.
 """
