@@ -18,7 +18,7 @@ from tfwb import advice, diagnosis, expect
 from tfwb.advice import ADVICE, Advice, Bound, compute_dtype, input_wait_bound
 from tfwb.config import MIXED_PRECISION, RunConfig
 from tfwb.expect import FASTER, SLOWER, Expected
-from tfwb.expect.rules import input_rule
+from tfwb.advice.rules import input_rule
 from tfwb.hardware import DESCRIBED
 from tfwb.knobs import knob_field
 from tfwb.records import COMPUTE_DTYPES, RunResult, Sample
@@ -32,7 +32,7 @@ class _WithToyKnobs(RunConfig):
     toy_fusion: bool = knob_field(False, "bool", "a compute knob added for this test", role="compute")
 
 
-def _toy_rule(hw, value, baseline, bound):
+def _toy_rule(hw, value, baseline, limit):
     """Faster on a GPU, slower elsewhere."""
     return Expected(FASTER if hw.gpus else SLOWER, "toy fusion on " + ("a GPU" if hw.gpus else "a CPU"),
                     "toy_fusion=False")
@@ -76,7 +76,7 @@ def test_expect_has_the_toy_rule(toy_advice):
     assert expect.expected_for(DESCRIBED["colab-t4"], "toy_fusion", True).direction == FASTER
     assert expect.expected_for(DESCRIBED["binder-2core-avx2"], "toy_fusion", True).direction == SLOWER
     assert expect.change(DESCRIBED["colab-t4"], toy_fusion=True).expected == FASTER
-    # the input rule sees the input bound of a measured run
+    # the input rule sees the input limit of a measured run
     assert expect.expected_for(DESCRIBED["colab-t4"], "toy_buffer", True, waiting(0.5)).direction == FASTER
 
 

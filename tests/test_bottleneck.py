@@ -1,4 +1,4 @@
-"""Tests of tfwb.bottleneck: the TF profiler's input-wait thresholds and the bound of a measured run.
+"""Tests of tfwb.bottleneck: the TF profiler's input-wait thresholds and the limit of a measured run.
 
 Pure: results are built by hand; no TensorFlow.
 """
@@ -11,7 +11,7 @@ import pytest
 
 from tfwb import bottleneck, diagnosis, expect
 from tfwb.bottleneck import (COMPUTE, HIGH_INPUT_FRACTION, INPUT, INPUT_HIGH, INPUT_MODERATE, MODERATE_INPUT_FRACTION,
-                         NOT_INPUT, OVERHEAD, bound_of, check_bound, input_verdict)
+                         NOT_INPUT, OVERHEAD, check_limit, input_verdict, limit_of)
 from tfwb.config import RunConfig
 from tfwb.records import RunResult, Sample
 
@@ -36,7 +36,7 @@ def test_input_verdict_edges(fraction, verdict):
     assert input_verdict(fraction) == verdict
 
 
-@pytest.mark.parametrize("result, bound", [
+@pytest.mark.parametrize("result, limit", [
     (run(wait_s=0.02), INPUT),                      # exactly 20 % of the step
     (run(wait_s=0.019), COMPUTE),
     (run(gpu_util=49.0), OVERHEAD),
@@ -45,18 +45,26 @@ def test_input_verdict_edges(fraction, verdict):
     (run(status="failed"), None),
     (None, None),
 ])
-def test_bound_of(result, bound):
-    assert bound_of(result) == bound
+def test_limit_of(result, limit):
+    assert limit_of(result) == limit
 
 
-def test_check_bound_names_field_value_and_allowed():
-    assert check_bound(None) is None and check_bound(OVERHEAD) == OVERHEAD
-    with pytest.raises(ValueError, match=r"bound='memory' is not allowed; one of \('input', 'compute', 'overhead'\)"):
-        check_bound("memory")
+def test_check_limit_names_field_value_and_allowed():
+    assert check_limit(None) is None and check_limit(OVERHEAD) == OVERHEAD
+    with pytest.raises(ValueError, match=r"limit='memory' is not allowed; one of \('input', 'compute', 'overhead'\)"):
+        check_limit("memory")
+
+
+def test_the_02_names_of_the_limit_still_work_with_a_deprecation_warning():
+    with pytest.warns(DeprecationWarning, match="bound_of is now tfwb.bottleneck.limit_of"):
+        assert bottleneck.bound_of(run(wait_s=0.02)) == INPUT
+    with pytest.warns(DeprecationWarning, match="check_bound is now tfwb.bottleneck.check_limit"):
+        assert bottleneck.check_bound(OVERHEAD) == OVERHEAD
+    assert bottleneck.BOUNDS is bottleneck.LIMITS
 
 
 def test_expect_and_diagnosis_share_these_names():
-    assert expect.bound_of is bound_of and expect.INPUT is INPUT
+    assert expect.limit_of is limit_of and expect.INPUT is INPUT
     assert diagnosis.input_verdict is input_verdict and diagnosis.HIGH_INPUT_FRACTION is HIGH_INPUT_FRACTION
 
 
@@ -73,7 +81,7 @@ def _tfwb_imports(path: Path) -> set:
 
 
 @pytest.mark.parametrize("path", ["bottleneck.py", "diagnosis.py", "expect/__init__.py", "expect/checks.py",
-                                  "expect/rules.py"])
+                                  "advice/rules.py"])
 def test_bounds_sits_below_expect_and_diagnosis_and_expect_never_imports_diagnosis(path):
     imported = _tfwb_imports(PACKAGE / path)
     if path == "bottleneck.py":
@@ -83,7 +91,7 @@ def test_bounds_sits_below_expect_and_diagnosis_and_expect_never_imports_diagnos
 
 
 @pytest.mark.parametrize("path", ["bottleneck.py", "diagnosis.py", "expect/__init__.py", "expect/checks.py",
-                                  "expect/rules.py", "knobs.py", "config.py", "workloads.py"])
+                                  "advice/rules.py", "knobs.py", "config.py", "workloads.py"])
 def test_no_function_local_imports(path):
     tree = ast.parse((PACKAGE / path).read_text(encoding="utf-8"))
     local = [node.lineno for fn in ast.walk(tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -109,6 +117,6 @@ def test_a_fast_gpu_step_on_staged_batches_does_not_read_input_bound():
     floored = RunResult(config=RunConfig(data_source="memory"), step_times_s=(0.5e-3,) * 8,
                         input_wait_s=(60e-6,) * 8, samples=gpu, input_floor_s=58e-6)
     assert floored.input_wait_fraction == pytest.approx(0.004)
-    assert bound_of(floored) == COMPUTE
+    assert limit_of(floored) == COMPUTE
     assert diagnosis.diagnose(floored).verdict == NOT_INPUT
     assert RunResult.from_json(floored.to_json()).input_floor_s == 58e-6

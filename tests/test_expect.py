@@ -14,7 +14,7 @@ import pytest
 import tfwb
 from tfwb import expect, stats
 from tfwb.config import RunConfig
-from tfwb.expect import FASTER, NOT_FASTER, NOT_SLOWER, SAME, SLOWER, AB, Check, Expected, ab, at_least, at_most, bound_of, equal, expected_for, change, target, where
+from tfwb.expect import FASTER, NOT_FASTER, NOT_SLOWER, SAME, SLOWER, AB, Check, Expected, ab, at_least, at_most, limit_of, equal, expected_for, change, target, where
 from tfwb.hardware import DESCRIBED
 from tfwb.records import RunResult, Sample
 
@@ -25,10 +25,10 @@ X = None  # no fixed expectation on that machine
 C2 = (SLOWER, SLOWER)    # the two TPU VMs' hosts without strategy='tpu': CPUs without BF16 or FP16
 
 # The book's expectations, knob x machine (columns in MACHINES order), with no baseline:
-# the bound is the row's, or unknown. Without strategy="tpu" a TPU VM's step runs on its
+# the limit is the row's, or unknown. Without strategy="tpu" a TPU VM's step runs on its
 # host CPU (the last two columns); TPU_MATRIX has the TPU itself. On compute capability
 # >= 8.0 (A100, H100, L4) float32 already runs on TF32 Tensor Cores, so a 16-bit policy is
-# faster only on a compute-bound step: no fixed expectation while the bound is unknown.
+# faster only on a compute-bound step: no fixed expectation while the limit is unknown.
 MATRIX = {
     ("mixed_precision", "mixed_float16", None): (SLOWER, SLOWER, X, FASTER, X, X, X) + C2,
     ("mixed_precision", "mixed_float16", "compute"): (SLOWER, SLOWER, X, FASTER, FASTER, FASTER, FASTER) + C2,
@@ -80,10 +80,10 @@ def test_expected_direction_on_the_tpu_itself(knob_name, value, machine):
 
 
 @pytest.mark.parametrize("machine", MACHINES)
-@pytest.mark.parametrize("knob_name, value, bound", list(MATRIX))
-def test_expected_direction_per_knob_and_machine(knob_name, value, bound, machine):
-    want = MATRIX[knob_name, value, bound][MACHINES.index(machine)]
-    e = expected_for(DESCRIBED[machine], knob_name, value, bound=bound)
+@pytest.mark.parametrize("knob_name, value, limit", list(MATRIX))
+def test_expected_direction_per_knob_and_machine(knob_name, value, limit, machine):
+    want = MATRIX[knob_name, value, limit][MACHINES.index(machine)]
+    e = expected_for(DESCRIBED[machine], knob_name, value, limit=limit)
     assert e.direction == want, e.text()
     assert e.why and e.than
     assert e.text().startswith("no fixed expectation: " if want is None else f"{want} ")
@@ -113,7 +113,7 @@ MIXED_FLOAT16 = {
         "Expecting: mixed_precision='mixed_float16' on Tesla T4 (compute capability 7.5): faster "
         "(float16 Tensor Cores (compute capability 7.5) run matmuls and convolutions several times "
         "faster than float32 and halve activation memory, on a step busy with them).",
-    # compute capability >= 8.0: float32 already on TF32 Tensor Cores; no direction without a measured bound
+    # compute capability >= 8.0: float32 already on TF32 Tensor Cores; no direction without a measured limit
     **{m: f"Expecting: mixed_precision='mixed_float16' on {name} (compute capability {cc}): no fixed "
           f"direction ({AMPERE_WHY.format(cc=cc)})."
        for m, name, cc in (("a100", "NVIDIA A100-SXM4-40GB", "8.0"), ("h100", "NVIDIA H100 80GB HBM3", "9.0"),
@@ -139,7 +139,7 @@ def test_the_mixed_float16_sentence_each_machine_prints(machine):
     ("binder-2core-avx2", [2.4] * 9, "agreed"),          # FACTS: 2.4x slower (bfloat16 on AVX2)
     ("cpu-2core-avx512-bf16", [1.6] * 9, "agreed"),      # FACTS: 1.6x slower
     ("colab-t4", [0.6] * 9, "agreed"),                   # Tensor Cores
-    ("h100", [0.5] * 9, "cannot tell"),                  # no measured bound: no fixed expectation
+    ("h100", [0.5] * 9, "cannot tell"),                  # no measured limit: no fixed expectation
     ("tpu-vm", [2.0] * 9, "agreed"),                     # the host CPU, without strategy='tpu': slower
     ("cpu-2core-avx512-amx", [1.6] * 9, "cannot tell"),  # no fixed expectation: never "did NOT agree"
 ])
@@ -183,8 +183,8 @@ def test_gpu_rules_follow_compute_capability():
     assert expected_for(gpu((6, 1)), "mixed_precision", "mixed_float16").direction == NOT_FASTER
     assert expected_for(gpu((7, 0)), "mixed_precision", "mixed_float16").direction == FASTER
     assert expected_for(gpu([7, 5]), "mixed_precision", "mixed_bfloat16").direction == NOT_FASTER  # JSON list
-    assert expected_for(gpu((8, 6)), "mixed_precision", "mixed_bfloat16", bound="compute").direction == FASTER
-    assert expected_for(gpu((8, 6)), "mixed_precision", "mixed_bfloat16").direction is None   # bound unknown
+    assert expected_for(gpu((8, 6)), "mixed_precision", "mixed_bfloat16", limit="compute").direction == FASTER
+    assert expected_for(gpu((8, 6)), "mixed_precision", "mixed_bfloat16").direction is None   # limit unknown
     assert expected_for(gpu(None), "mixed_precision", "mixed_float16").direction is None
     two = {"gpus": [{"name": "P4", "compute_capability": (6, 1)}, {"name": "T4", "compute_capability": (7, 5)}]}
     assert expect.best_compute_capability(two) == (7, 5)
@@ -194,11 +194,11 @@ def test_gpu_rules_follow_compute_capability():
 def test_parallel_map_exceptions():
     hw = DESCRIBED["h100"]
     gen = RunConfig(data_source="generator")
-    assert "GIL" in expected_for(hw, "parallel_map", True, gen, bound="input").why
-    assert expected_for(hw, "parallel_map", True, gen, bound="input").direction == NOT_SLOWER
+    assert "GIL" in expected_for(hw, "parallel_map", True, gen, limit="input").why
+    assert expected_for(hw, "parallel_map", True, gen, limit="input").direction == NOT_SLOWER
     one_core = DESCRIBED["binder-2core-avx2"].replace(cpu_count=1)
-    assert expected_for(one_core, "parallel_map", True, bound="input").direction == NOT_SLOWER
-    assert expected_for(hw, "data_source", "memory", gen, bound="input").than == "data_source='generator'"
+    assert expected_for(one_core, "parallel_map", True, limit="input").direction == NOT_SLOWER
+    assert expected_for(hw, "data_source", "memory", gen, limit="input").than == "data_source='generator'"
 
 
 @pytest.mark.parametrize("knob_name, value", [
@@ -226,9 +226,15 @@ def test_parameter_server_on_one_machine_is_expected_slower():
     assert e.direction == SLOWER and "gRPC" in e.why
 
 
-def test_expected_for_refuses_an_unknown_bound():
-    with pytest.raises(ValueError, match="bound='gpu'"):
-        expected_for(DESCRIBED["h100"], "jit_compile", True, bound="gpu")
+def test_expected_for_refuses_an_unknown_limit():
+    with pytest.raises(ValueError, match="limit='gpu'"):
+        expected_for(DESCRIBED["h100"], "jit_compile", True, limit="gpu")
+
+
+def test_expected_for_takes_the_02_keyword_bound_with_a_deprecation_warning():
+    with pytest.warns(DeprecationWarning, match=r"expected_for\(bound=...\) is now expected_for\(limit=...\)"):
+        e = expected_for(DESCRIBED["h100"], "jit_compile", True, bound="overhead")
+    assert e == expected_for(DESCRIBED["h100"], "jit_compile", True, limit="overhead")
 
 
 def test_expected_refuses_an_unknown_direction():
@@ -245,16 +251,16 @@ def result(step_s=0.1, wait_s=0.0, n=9, gpu_util=None, **cfg) -> RunResult:
                      samples=samples)
 
 
-def test_bound_of():
-    assert bound_of(result(wait_s=0.02)) == "input"                 # exactly 20 %
-    assert bound_of(result(wait_s=0.019)) == "compute"
-    assert bound_of(result(gpu_util=30.0)) == "overhead"
-    assert bound_of(result(gpu_util=97.0)) == "compute"
-    assert bound_of(RunResult(config=RunConfig(), status="failed")) is None
-    assert bound_of(None) is None
+def test_limit_of():
+    assert limit_of(result(wait_s=0.02)) == "input"                 # exactly 20 %
+    assert limit_of(result(wait_s=0.019)) == "compute"
+    assert limit_of(result(gpu_util=30.0)) == "overhead"
+    assert limit_of(result(gpu_util=97.0)) == "compute"
+    assert limit_of(RunResult(config=RunConfig(), status="failed")) is None
+    assert limit_of(None) is None
 
 
-def test_a_measured_baseline_decides_the_bound():
+def test_a_measured_baseline_decides_the_limit():
     t4 = DESCRIBED["colab-t4"]
     assert expected_for(t4, "jit_compile", True, result(gpu_util=30.0)).direction == FASTER
     assert expected_for(t4, "mixed_precision", "mixed_float16", result(wait_s=0.05)).direction == NOT_SLOWER
@@ -491,7 +497,7 @@ def test_compute_and_input_knobs_come_from_the_declared_roles():
     assert not set(expect.COMPUTE_KNOBS) & set(expect.INPUT_KNOBS)
 
 
-def test_a_rule_takes_hardware_value_baseline_and_bound():
+def test_a_rule_takes_hardware_value_baseline_and_limit():
     from tfwb.expect import RULES
 
     e = RULES["tf32"](DESCRIBED["a100"], False, RunConfig(), None)
@@ -533,7 +539,7 @@ def measured(util_pct, wait_s=0.001, **cfg) -> RunResult:
 
 @pytest.mark.parametrize("machine", ("a100", "h100", "l4"))
 @pytest.mark.parametrize("policy", ("mixed_float16", "mixed_bfloat16"))
-def test_on_tf32_gpus_the_measured_bound_decides_mixed_precision(machine, policy):
+def test_on_tf32_gpus_the_measured_limit_decides_mixed_precision(machine, policy):
     hw = DESCRIBED[machine]
     busy = expected_for(hw, "mixed_precision", policy, measured(97.0))
     assert busy.direction == FASTER and "kept the GPU busy (97 % of the time)" in busy.why
@@ -547,7 +553,7 @@ def test_on_tf32_gpus_the_measured_bound_decides_mixed_precision(machine, policy
     assert "already run on TF32 Tensor Cores" in config_only.why
 
 
-def test_on_a_t4_float16_stays_faster_without_a_measured_bound():
+def test_on_a_t4_float16_stays_faster_without_a_measured_limit():
     # no TF32 before compute capability 8.0: float32 runs on the 8x slower FP32 units (T4 datasheet)
     e = expected_for(DESCRIBED["colab-t4"], "mixed_precision", "mixed_float16", RunConfig(data_source="memory"))
     assert e.direction == FASTER and "TF32" not in e.why
@@ -570,12 +576,12 @@ def test_gpu_rules_match_nvidia_tensor_core_facts(machine):
     hw = DESCRIBED[machine]
     assert expect.best_compute_capability(hw) == cc
     for policy, has in (("mixed_float16", fp16), ("mixed_bfloat16", bf16)):
-        e = expected_for(hw, "mixed_precision", policy, bound="compute")
+        e = expected_for(hw, "mixed_precision", policy, limit="compute")
         assert (e.direction == FASTER) == has, e.text()          # faster on a busy step iff the units exist
         if not has:
             assert e.direction == NOT_FASTER
     assert expected_for(hw, "tf32", False).direction == (SLOWER if tf32 else SAME)
-    # TF32 on by default (TensorFlow >= 2.4): without a measured bound a 16-bit policy has no direction
+    # TF32 on by default (TensorFlow >= 2.4): without a measured limit a 16-bit policy has no direction
     assert (expected_for(hw, "mixed_precision", "mixed_float16").direction is None) == tf32
     assert "NVIDIA" in expect.source("mixed_precision", "gpu") and "TF32" in expect.source("tf32", "gpu")
 

@@ -1,6 +1,6 @@
 """The import layering of tfwb, read from the source with ``ast`` (nothing is imported).
 
-DESIGN.md, "Package shape": pure core <- utilization <- tf <- ui, cli; nothing below imports
+ARCHITECTURE.md (at the repository root), the layers: pure core <- utilization <- tf <- ui, cli; nothing below imports
 what is above. For every module of the package, one case checks what its module-level
 imports (those that run when it is imported: not inside a function, not under
 ``if TYPE_CHECKING:``) may reach:
@@ -17,8 +17,12 @@ imports (those that run when it is imported: not inside a function, not under
   function) is left out of the circles: ``tfwb/__init__.py`` names everything lazily.
 
 ``from tfwb.a import b`` counts as importing ``tfwb.a.b`` when that is a module, else
-``tfwb.a``. The parents a dotted import also runs (``tfwb/__init__.py``, the packages'
-``__init__``) are not counted: the package's ``__init__`` files import lazily.
+``tfwb.a``. An import also runs the ``__init__`` of every package above what it names
+(``import tfwb.a.b`` runs ``tfwb/a/__init__.py`` first), so that package counts as imported
+too: a circle through a package's ``__init__`` (``tfwb.advice`` -> ``tfwb.expect.rules``, whose
+package ``tfwb.expect`` imported ``tfwb.advice``) is a circle. Two parents are left out: the
+facade ``tfwb/__init__.py`` (it names everything lazily), and the packages the importing
+module itself sits in (they are already being imported when it runs).
 """
 from __future__ import annotations
 
@@ -108,6 +112,14 @@ def _resolve(name: str, node: ast.ImportFrom) -> Optional[str]:
     return ".".join(base + ([node.module] if node.module else []))
 
 
+def parent_packages(name: str, target: str) -> Set[str]:
+    """The packages whose ``__init__`` importing ``target`` runs, as seen from module ``name``: every
+    package above ``target`` but the facade ``tfwb`` and the packages ``name`` itself sits in."""
+    parts = target.split(".")
+    above = {".".join(parts[:i]) for i in range(2, len(parts))}
+    return {p for p in above if p in MODULES and p != name and not name.startswith(p + ".")}
+
+
 def imports_of(name: str, *, everywhere: bool = False) -> Dict[str, Set[str]]:
     """``{"tfwb": {tfwb modules imported}, "heavy": {tensorflow, keras, ... named}}`` at module level
     (``everywhere``: function-local imports too)."""
@@ -126,6 +138,7 @@ def imports_of(name: str, *, everywhere: bool = False) -> Dict[str, Set[str]]:
                 target = target.rsplit(".", 1)[0]
             if target in MODULES and target != name:
                 tfwb_mods.add(target)
+            tfwb_mods.update(parent_packages(name, target))
 
     for node in statements:
         if isinstance(node, ast.Import):
@@ -226,9 +239,11 @@ def test_the_checker_reads_only_imports_that_run_at_import(tmp_path, monkeypatch
     monkeypatch.setitem(GRAPH, "tfwb.fake_core", set())
     monkeypatch.setitem(GRAPH_ALL, "tfwb.fake_core", set())
     got = imports_of("tfwb.fake_core")
-    assert got == {"tfwb": {"tfwb.ui.workbench", "tfwb.config", "tfwb.tf.lab.graphs"},
+    packages = {"tfwb.ui", "tfwb.tf", "tfwb.tf.lab"}                # the __init__ files those imports run
+    assert got == {"tfwb": {"tfwb.ui.workbench", "tfwb.config", "tfwb.tf.lab.graphs"} | packages,
                    "heavy": {"matplotlib", "keras"}}
-    assert imports_of("tfwb.fake_core", everywhere=True)["tfwb"] == got["tfwb"] | {"tfwb.tf.runner.train"}
+    assert imports_of("tfwb.fake_core", everywhere=True)["tfwb"] == got["tfwb"] | {"tfwb.tf.runner.train",
+                                                                                    "tfwb.tf.runner"}
     found = violations("tfwb.fake_core")
     assert any("imports tfwb.ui.workbench (ui)" in v for v in found)
     assert any("imports tfwb.tf.lab.graphs (tf)" in v for v in found)
@@ -244,6 +259,34 @@ def test_the_checker_finds_a_circle_at_import_and_through_a_function(monkeypatch
     assert cycle_through("tfwb.knobs") is None
     assert any(v.startswith("import circle through a function-local import: tfwb.knobs -> tfwb.report")
                for v in violations("tfwb.knobs"))
+
+
+def test_the_checker_counts_a_packages_init_and_finds_a_circle_through_it(tmp_path, monkeypatch):
+    """The circle of issue 33: ``advice`` imported ``tfwb.expect.rules``, whose package's ``__init__``
+    imported ``advice``; without the ``__init__`` counted the checker saw no circle."""
+    sources = {
+        "tfwb.old_advice": ("tfwb/old_advice.py", "from tfwb.old_expect.rules import Rule\n"),
+        "tfwb.old_expect": ("tfwb/old_expect/__init__.py", "from tfwb import old_advice as _advice\n"
+                                                           "from tfwb.old_expect.rules import Rule\n"),
+        "tfwb.old_expect.rules": ("tfwb/old_expect/rules.py", "from tfwb.old_expect.checks import Expected\n"),
+        "tfwb.old_expect.checks": ("tfwb/old_expect/checks.py", "from tfwb import stats\n"),
+    }
+    for name, (path, text) in sources.items():
+        fake = tmp_path / path
+        fake.parent.mkdir(parents=True, exist_ok=True)
+        fake.write_text(text)
+        monkeypatch.setitem(MODULES, name, fake)
+    for name in sources:
+        monkeypatch.setitem(GRAPH, name, imports_of(name)["tfwb"])
+        monkeypatch.setitem(GRAPH_ALL, name, imports_of(name, everywhere=True)["tfwb"] - {"tfwb"})
+    assert imports_of("tfwb.old_advice")["tfwb"] == {"tfwb.old_expect.rules", "tfwb.old_expect"}
+    # inside the package, its own __init__ is not a step (it is already running)
+    assert imports_of("tfwb.old_expect.rules")["tfwb"] == {"tfwb.old_expect.checks"}
+    assert cycle_through("tfwb.old_advice") == ["tfwb.old_advice", "tfwb.old_expect", "tfwb.old_advice"]
+    assert any(v.startswith("import circle: tfwb.old_advice -> tfwb.old_expect -> tfwb.old_advice")
+               for v in violations("tfwb.old_advice"))
+    # the facade is never a step: every module would otherwise sit on a circle through it
+    assert "tfwb" not in imports_of("tfwb.old_expect.checks")["tfwb"]
 
 
 def test_tfwb_run_loads_the_cluster_runner_only_for_a_cluster_strategy():

@@ -1,4 +1,4 @@
-"""What limits a run: the input-wait thresholds and the bound read from a measured result.
+"""What limits a run: the input-wait thresholds and the limit read from a measured result.
 
 Both ``tfwb.expect`` (which asks whether a change can show on a run) and ``tfwb.diagnosis``
 (which names what to try next) read a run through this module, so neither imports the
@@ -6,10 +6,16 @@ other for it. The thresholds are the TF profiler's own: input wait >= 5 % of the
 is moderately, >= 20 % highly input-bound; the wait counted is what lies above the
 iterator's own floor (``input_fraction``), so staged batches never read input-bound.
 
+What limits a run is its *limit* (``limit_of``: ``"input"``, ``"compute"``, ``"overhead"``);
+"bound" in tfwb means only the Amdahl bound of a change (``tfwb.advice.bounds``). The 0.2
+names ``bound_of`` / ``check_bound`` / ``BOUNDS`` still work, with a DeprecationWarning
+(the functions) until 0.3.
+
 Pure: reads the attributes of a ``RunResult`` (duck-typed); imports nothing from tfwb.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, Optional, Sequence
 
 #: The TF profiler's thresholds on the share of step time spent waiting for input.
@@ -19,9 +25,11 @@ HIGH_INPUT_FRACTION = 0.20
 #: The profiler's three input verdicts.
 INPUT_HIGH, INPUT_MODERATE, NOT_INPUT = "highly input-bound", "moderately input-bound", "not input-bound"
 
-#: What limits a run, as ``bound_of`` reads it from a measured run.
+#: What limits a run, as ``limit_of`` reads it from a measured run.
 INPUT, COMPUTE, OVERHEAD = "input", "compute", "overhead"
-BOUNDS = (INPUT, COMPUTE, OVERHEAD)
+LIMITS = (INPUT, COMPUTE, OVERHEAD)
+#: The 0.2 name of ``LIMITS`` (until 0.3).
+BOUNDS = LIMITS
 
 #: A GPU busy (NVML duty cycle) less than this share of the time, with no input wait
 #: to explain it, idles between small kernels: the step is launch/Python-overhead-bound.
@@ -72,22 +80,22 @@ def input_fraction(times_s: Sequence[float], waits_s: Sequence[float],
     return sum(w - floor_s for w in waits_s if w > floor_s) / total
 
 
-def check_bound(bound: Optional[str]) -> Optional[str]:
-    """Return ``bound`` when it is one of ``BOUNDS`` or None.
+def check_limit(limit: Optional[str]) -> Optional[str]:
+    """Return ``limit`` when it is one of ``LIMITS`` or None.
 
     Raises:
-        ValueError: ``"bound=<value> is not allowed; one of ..."``.
+        ValueError: ``"limit=<value> is not allowed; one of ..."``.
 
     Example:
-        >>> check_bound("input")
+        >>> check_limit("input")
         'input'
     """
-    if bound is not None and bound not in BOUNDS:
-        raise ValueError(f"bound={bound!r} is not allowed; one of {BOUNDS} or None")
-    return bound
+    if limit is not None and limit not in LIMITS:
+        raise ValueError(f"limit={limit!r} is not allowed; one of {LIMITS} or None")
+    return limit
 
 
-def bound_of(result: Any) -> Optional[str]:
+def limit_of(result: Any) -> Optional[str]:
     """What limited a measured run: ``"input"``, ``"overhead"``, ``"compute"`` or None.
 
     ``"input"``: input wait >= ``HIGH_INPUT_FRACTION`` of step time (the TF profiler's
@@ -99,12 +107,12 @@ def bound_of(result: Any) -> Optional[str]:
         result: a ``RunResult`` (or None).
 
     Returns:
-        One of ``BOUNDS``, or None for None, a failed run or a run with no steps.
+        One of ``LIMITS``, or None for None, a failed run or a run with no steps.
 
     Example:
         >>> from tfwb.config import RunConfig
         >>> from tfwb.records import RunResult
-        >>> bound_of(RunResult(config=RunConfig(), step_times_s=(1.0,) * 5, input_wait_s=(0.5,) * 5))
+        >>> limit_of(RunResult(config=RunConfig(), step_times_s=(1.0,) * 5, input_wait_s=(0.5,) * 5))
         'input'
     """
     if result is None or not getattr(result, "ok", False):
@@ -116,3 +124,20 @@ def bound_of(result: Any) -> Optional[str]:
     if util and max(util) < OVERHEAD_GPU_BUSY_PCT:
         return OVERHEAD
     return COMPUTE
+
+
+def _deprecated(old: str, new: str) -> None:
+    warnings.warn(f"tfwb.bottleneck.{old} is now tfwb.bottleneck.{new}: 'bound' names the Amdahl bound of "
+                  "a change (tfwb.advice.Bound)", DeprecationWarning, stacklevel=3)
+
+
+def bound_of(result: Any) -> Optional[str]:
+    """The 0.2 name of ``limit_of``, with a DeprecationWarning (until 0.3)."""
+    _deprecated("bound_of", "limit_of")
+    return limit_of(result)
+
+
+def check_bound(bound: Optional[str]) -> Optional[str]:
+    """The 0.2 name of ``check_limit``, with a DeprecationWarning (until 0.3)."""
+    _deprecated("check_bound", "check_limit")
+    return check_limit(bound)

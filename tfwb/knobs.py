@@ -21,7 +21,7 @@ Adding a knob takes three things:
    values, group, help, role, sweep treatment;
 2. the code that gives it its effect (the runner, or a workload's data);
 3. at most one advice entry in ``tfwb.advice.ADVICE``, keyed by its name: its expectation rule
-   (a function in ``tfwb.expect.rules``), the change ``tfwb.diagnosis`` suggests and in what
+   (a function in ``tfwb.advice.rules``), the change ``tfwb.diagnosis`` suggests and in what
    order, and the bound on what that change can gain.
 
 Pure: no TensorFlow, no UI library.

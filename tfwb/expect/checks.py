@@ -5,7 +5,8 @@
 - ``at_least`` / ``at_most`` / ``equal``: a threshold (or exact) expectation on one measured
   value; ``.check(value)``.
 - ``unjudged``: a value printed with no fixed expectation here, and why.
-- ``Expected``: the direction a rule (``tfwb.expect.rules``) gives a change on one machine.
+- ``Expected`` (``tfwb.advice.directions``): the direction a rule gives a change on one machine;
+  ``ab`` takes it as its expectation.
 
 Each ``.check`` returns a ``Check`` whose ``str`` is one sentence:
 ``Expected: <claim> (<expected>). Measured: <what>. Result: agreed.``
@@ -21,14 +22,10 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Union
 
 from tfwb import stats
+from tfwb.advice.directions import DIRECTIONS, FASTER, NOT_FASTER, NOT_SLOWER, SAME, SLOWER, Expected
 from tfwb.bottleneck import MODERATE_INPUT_FRACTION
 from tfwb.pairs import compare_runs
 from tfwb.records import RunResult
-
-#: Directions an A/B expectation may take (the candidate relative to the baseline).
-FASTER, SLOWER, SAME = stats.FASTER, stats.SLOWER, stats.NO_DIFFERENCE
-NOT_SLOWER, NOT_FASTER = "not slower", "not faster"
-DIRECTIONS = (FASTER, SLOWER, SAME, NOT_SLOWER, NOT_FASTER)
 
 AGREED, DISAGREED, CANNOT_TELL = "agreed", "did NOT agree", "cannot tell"
 
@@ -75,35 +72,6 @@ class Check:
         if self.note:
             result += f" ({self.note})"
         return f"Expected: {self.claim} ({self.expected}). Measured: {measured}. Result: {result}."
-
-
-@dataclass(frozen=True)
-class Expected:
-    """The expected direction of a change on one machine, and why.
-
-    Attributes:
-        direction (str | None): one of ``DIRECTIONS``; ``None`` where the book has no
-            fixed expectation on this hardware (``why`` says what it depends on).
-        why (str): the reason, one clause, on this hardware.
-        than (str): what the change is compared with, e.g. ``"float32"``.
-    """
-
-    direction: Optional[str]
-    why: str
-    than: str = "the baseline"
-
-    def __post_init__(self) -> None:
-        if self.direction is not None and self.direction not in DIRECTIONS:
-            raise ValueError(f"direction={self.direction!r} is not allowed; one of {DIRECTIONS} or None")
-
-    def text(self) -> str:
-        """e.g. ``"slower than float32: no native float16 arithmetic ..."``."""
-        if self.direction is None:
-            return f"no fixed expectation: {self.why}"
-        joint = "from" if self.direction == SAME else "than"
-        return f"{self.direction} {joint} {self.than}: {self.why}"
-
-    __str__ = text
 
 
 # -- the three kinds of expectation ----------------------------------------------------------

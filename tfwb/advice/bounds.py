@@ -1,18 +1,10 @@
-"""One advice entry per knob: its expectation rule, its suggestion, its order and its bound.
+"""The Amdahl bound of a change: the most a knob can gain on a measured run, and why.
 
-``ADVICE`` maps a knob to its ``Advice``; everything that treats knobs one by one reads it:
-
-- ``tfwb.expect.expected_for`` runs the entry's ``rule`` (``tfwb.expect.RULES`` is a view of
-  the rules here);
-- ``tfwb.diagnosis.diagnose`` offers the entries' ``suggest`` changes that the run's workload
-  honours, sorted by ``order``: an input knob's (its declared ``Knob.role`` is ``source`` or
-  ``pipeline``) to an input-bound run that reads through a pipeline (not
-  ``data_source="memory"``), any other knob's to a run that is not input-bound, where its rule
-  expects it faster on the run's machine;
-- ``tfwb.diagnosis.bound`` runs the entry's ``bound``: Amdahl's law on the measured
-  breakdown of the step. A knob can only shrink the part of the step it acts on, so it can
-  gain at most ``1 / (1 - part + part / r)`` where ``r`` is how much faster that part can get:
-
+A ``Bound`` is what a knob's entry (``tfwb.advice.entries.ADVICE``, its ``bound``) gives for a
+measured run: Amdahl's law on the measured breakdown of the step ("bound" means this, and
+only this, in tfwb; what limits a run is its limit, ``tfwb.bottleneck.limit_of``). A knob can
+only shrink the part of the step it acts on, so it can gain at most
+``1 / (1 - part + part / r)`` (``amdahl``) where ``r`` is how much faster that part can get:
   - input knobs (``input_wait_bound``: ``data_source='files'``, ``prefetch``, ``parallel_map``,
     ``interleave``, ``cache``): the part is the input wait (``input_wait_fraction``), removable
     at best entirely: ``1 / (1 - wait)``. On a CPU the pipeline shares cores with the step,
@@ -34,20 +26,16 @@
 The dtype a ``mixed_precision`` policy computes in is ``compute_dtype`` (``COMPUTE_DTYPES``),
 for the run record, the runner's peak benchmark and the bound alike.
 
-Adding a knob is its ``knob_field(...)`` on ``RunConfig``, the code that gives it its effect,
-and one entry here. Pure: no TensorFlow, no UI library.
+Pure: no TensorFlow, no UI library.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Tuple, Union
+from typing import Any, Callable, Optional, Tuple
 
-from tfwb.expect.rules import (Rule, batch_rule, input_rule, jit_rule, precision_rule, steps_rule,
-                               strategy_rule, sync_rule, tf32_rule, timing_rule)
-from tfwb.hardware import Machine
-
-from tfwb.config import COMPUTE_DTYPES, compute_dtype  # noqa: E402,F401 - declared beside the policies; advice's names too
+from tfwb.advice.machine import machine_of
+from tfwb.config import compute_dtype
 
 
 @dataclass(frozen=True)
@@ -73,41 +61,8 @@ class Bound:
     strict: bool = True
 
 
-#: ``suggest(knob, config, machine) -> (value, why)``, or None: nothing to suggest for this config.
-Suggest = Callable[[str, Any, Machine], Optional[Tuple[Any, str]]]
 #: ``bound(result, knob, value) -> Bound``: the most ``knob=value`` can gain on a measured run.
 BoundRule = Callable[[Any, str, Any], Bound]
-
-
-@dataclass(frozen=True)
-class Advice:
-    """One knob's advice (an entry of ``ADVICE``, keyed by the knob).
-
-    Attributes:
-        rule: ``rule(hardware, value, baseline, bound) -> Expected`` (``tfwb.expect.rules``):
-            what changing the knob should do on a machine; None: no expectation.
-        suggest: ``suggest(knob, config, machine) -> (value, why)`` or None: the change to offer
-            a run with this config on this machine; an empty ``why`` is the rule's. None: the
-            knob is never suggested.
-        order: where its suggestion goes among the others, lower first: a number, or
-            ``order(config) -> number`` where that depends on the run.
-        bound: ``bound(result, knob, value) -> Bound``: the most the change can gain on a
-            measured run; None: unknown.
-
-    Example:
-        >>> from types import SimpleNamespace
-        >>> ADVICE["prefetch"].suggest("prefetch", SimpleNamespace(prefetch=False), Machine())
-        (True, 'overlap input with the step')
-    """
-
-    rule: Optional[Rule] = None
-    suggest: Optional[Suggest] = None
-    order: Union[float, Callable[[Any], float]] = 0
-    bound: Optional[BoundRule] = None
-
-    def priority(self, config: Any) -> float:
-        """Its ``order`` for this config (lower is suggested first)."""
-        return self.order(config) if callable(self.order) else self.order
 
 
 # -- text ------------------------------------------------------------------------------------
@@ -150,14 +105,6 @@ def amdahl(part: float, factor: float) -> float:
         raise ValueError(f"factor={factor!r} is not allowed; a speed-up factor > 0")
     rest = 1.0 - part + (0.0 if math.isinf(factor) else part / factor)
     return math.inf if rest <= 0 else 1.0 / rest
-
-
-def machine_of(result: Any) -> Machine:
-    """What a result's fingerprint says about its machine (GPUs, cores, CPU flags, a TPU)."""
-    fp = getattr(result, "fingerprint", None) or {}
-    return Machine.of({"gpus": list(fp.get("gpus") or []), "cpu_count": fp.get("cpu_count"),
-                       "cpu_flags": tuple(fp.get("cpu_flags") or ()),
-                       "tpu": any("TPU" in str(d) for d in fp.get("logical_devices") or ())})
 
 
 def _on_accelerator(result: Any) -> bool:
@@ -205,8 +152,8 @@ def _dtype_ratio(result: Any, dtype: str) -> Tuple[Optional[float], str]:
     return None, ""
 
 
-def _precision_bound(result: Any, knob: str, value: Any) -> Bound:
-    """The compute share, sped up by the policy's peak over float32's."""
+def precision_bound(result: Any, knob: str, value: Any) -> Bound:
+    """``mixed_precision``'s bound: the compute share, sped up by the policy's peak over float32's."""
     compute, dtype, name = 1.0 - (_wait(result) or 0.0), compute_dtype(value), str(value)
     ratio, kind = _dtype_ratio(result, dtype)
     if ratio is None:
@@ -218,8 +165,9 @@ def _precision_bound(result: Any, knob: str, value: Any) -> Bound:
                                  f"step and {peak} {dtype} peak is {ratio:.2g}x its float32 peak")
 
 
-def _steps_bound(result: Any, knob: str, value: Any) -> Bound:
-    """Per-call work removed, never FLOPs nor a pipeline's input wait: ``1 / (wait + MFU)``."""
+def steps_bound(result: Any, knob: str, value: Any) -> Bound:
+    """``steps_per_execution``'s bound: per-call work removed, never FLOPs nor a pipeline's input wait:
+    ``1 / (wait + MFU)``."""
     name = _label(knob, value)
     spe = max(getattr(result, "steps_per_call", 1), 1)
     if value <= spe:
@@ -242,8 +190,8 @@ def _steps_bound(result: Any, knob: str, value: Any) -> Bound:
                                  f"{floor}")
 
 
-def _xla_bound(result: Any, knob: str, value: Any) -> Bound:
-    """Memory traffic and launches removed, never FLOPs: ``1 / (wait + MFU)``."""
+def xla_bound(result: Any, knob: str, value: Any) -> Bound:
+    """``jit_compile``'s bound: memory traffic and launches removed, never FLOPs: ``1 / (wait + MFU)``."""
     name = "XLA (jit_compile=True)"
     mfu = getattr(result, "mfu", None)
     if not mfu:
@@ -253,72 +201,3 @@ def _xla_bound(result: Any, knob: str, value: Any) -> Bound:
     return Bound(knob, value, b, f"{name} can gain at most {speedup_text(b)}: fusion removes memory traffic and "
                                  f"launches, not FLOPs; the step's FLOPs at this machine's measured "
                                  f"{result.compute_dtype} peak take {_pct(mfu)} of it")
-
-
-# -- suggestions -----------------------------------------------------------------------------
-def _turn_on(why: str) -> Suggest:
-    """Suggest ``knob=True`` where the config has it off."""
-    return lambda knob, cfg, machine: None if getattr(cfg, knob) else (True, why)
-
-
-def _files_behind_latency(cfg: Any) -> bool:
-    """Files read behind a storage latency: interleave hides the latency (several reads at
-    once), prefetch only overlaps the still serial reads with the step, so interleave goes first."""
-    return cfg.data_source == "files" and getattr(cfg, "storage_latency_ms", None) != 0
-
-
-def _interleave(knob: str, cfg: Any, machine: Machine) -> Optional[Tuple[Any, str]]:
-    if cfg.interleave:
-        return None
-    if _files_behind_latency(cfg):
-        return True, "read several shards at once: it hides storage latency, which prefetch only overlaps"
-    return True, "read several shards at once (hides storage latency)"
-
-
-def _parallel_map(knob: str, cfg: Any, machine: Machine) -> Optional[Tuple[Any, str]]:
-    cores = machine.cpu_count
-    if cfg.parallel_map or cores == 1:
-        return None
-    return True, f"decode and augment on {f'the {cores} CPU cores' if cores else 'several cores'}"
-
-
-def _data_source(knob: str, cfg: Any, machine: Machine) -> Optional[Tuple[Any, str]]:
-    if cfg.data_source != "generator":
-        return None
-    return "files", "read the files with tf.data instead of a Python generator"
-
-
-def _policy(knob: str, cfg: Any, machine: Machine) -> Optional[Tuple[Any, str]]:
-    """bfloat16 where it has matrix units (a TPU, compute capability 8.0 on), else float16."""
-    if cfg.mixed_precision != "off":
-        return None
-    cc = machine.compute_capability
-    return ("mixed_bfloat16" if machine.tpu or (cc and cc >= (8, 0)) else "mixed_float16"), ""
-
-
-def _steps_per_call(knob: str, cfg: Any, machine: Machine) -> Optional[Tuple[Any, str]]:
-    return (8, "") if cfg.steps_per_execution == 1 else None
-
-
-#: The table: knob -> its advice. ``sync`` (value False) is timing without a device sync, the one
-#: entry that is not a RunConfig field. Entries without ``suggest`` only have an expectation.
-ADVICE: Dict[str, Advice] = {
-    "mixed_precision": Advice(rule=precision_rule, suggest=_policy, order=10, bound=_precision_bound),
-    "tf32": Advice(rule=tf32_rule),
-    "jit_compile": Advice(rule=jit_rule, suggest=_turn_on(""), order=20, bound=_xla_bound),
-    "steps_per_execution": Advice(rule=steps_rule, suggest=_steps_per_call, order=30, bound=_steps_bound),
-    "strategy": Advice(rule=strategy_rule),
-    "data_source": Advice(rule=input_rule("data_source"), suggest=_data_source, order=10, bound=input_wait_bound),
-    "prefetch": Advice(rule=input_rule("prefetch"), suggest=_turn_on("overlap input with the step"), order=20,
-                       bound=input_wait_bound),
-    "parallel_map": Advice(rule=input_rule("parallel_map"), suggest=_parallel_map, order=30,
-                           bound=input_wait_bound),
-    "interleave": Advice(rule=input_rule("interleave"), suggest=_interleave,
-                         order=lambda cfg: 15 if _files_behind_latency(cfg) else 35, bound=input_wait_bound),
-    "cache": Advice(rule=input_rule("cache"), suggest=_turn_on("decode once, reuse every epoch"), order=40,
-                    bound=input_wait_bound),
-    "vectorized_map": Advice(rule=input_rule("vectorized_map")),
-    "sync": Advice(rule=sync_rule),
-    "batch_size": Advice(rule=batch_rule),
-    "timing": Advice(rule=timing_rule),
-}

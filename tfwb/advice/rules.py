@@ -1,124 +1,35 @@
 """The rules: what each knob is expected to do on a machine, one function per knob.
 
-A rule, ``rule(hardware, value, baseline, bound) -> Expected``, gives the direction of a
+A rule, ``rule(hardware, value, baseline, limit) -> Expected``, gives the direction of a
 change (the candidate relative to the baseline) and why, as a function of the hardware
 description (``tfwb.hardware.detect()`` or a machine in ``tfwb.hardware.DESCRIBED``),
 never a guess written for one machine. ``baseline`` is the run or config the change is
-made to (its ``strategy`` decides where the step runs); ``bound`` is what limits it
-(``tfwb.bottleneck``), or None when unknown. A rule raises ``ValueError`` for a value that
-is the baseline itself.
+made to (its ``strategy`` decides where the step runs); ``limit`` is what limits it
+(``tfwb.bottleneck``: ``"input"``, ``"compute"``, ``"overhead"``), or None when unknown.
+A rule raises ``ValueError`` for a value that is the baseline itself.
 
 Adding a knob's expectation is one function here, named by the knob's entry in
-``tfwb.advice.ADVICE`` (``tfwb.expect.RULES`` is read from that table). The
-machine helpers (``target``, ``where``, ``best_compute_capability``) and the memory rule
-of a precision policy (``precision_memory``) live here too.
+``tfwb.advice.entries.ADVICE``; ``tfwb.advice.expected.expected_for`` runs it. Where the
+step runs comes from ``tfwb.advice.machine``; the published facts behind each rule are in
+``tfwb.advice.sources``.
 
 Pure: no TensorFlow.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional, Tuple, Union
+from typing import Any, Callable, Optional, Tuple
 
-from tfwb.hardware import Machine, MachineLike
+from tfwb.advice.directions import FASTER, NOT_FASTER, NOT_SLOWER, SAME, SLOWER, Expected
+from tfwb.advice.machine import best_compute_capability, cpu_flags, target
 from tfwb.bottleneck import COMPUTE, INPUT, OVERHEAD
-from tfwb.expect.checks import (FASTER, NOT_FASTER, NOT_SLOWER, SAME, SLOWER, Equal, Expected, Threshold,
-                                Unjudged, at_least, at_most, equal)
+from tfwb.hardware import Machine, MachineLike
 
 #: prefetch is expected to be measurably faster only when the part it can hide (the
 #: shorter of input wait and compute) is at least this share of the step.
 PREFETCH_MIN_HIDDEN = 0.10
 
-#: A rule: ``rule(hardware, value, baseline, bound) -> Expected``.
+#: A rule: ``rule(hardware, value, baseline, limit) -> Expected``.
 Rule = Callable[[MachineLike, Any, Any, Optional[str]], Expected]
-
-
-# -- the machine ------------------------------------------------------------------------------
-def _flags(hw: MachineLike) -> frozenset:
-    return frozenset(Machine.of(hw).cpu_flags)
-
-
-def best_compute_capability(hw: MachineLike) -> Optional[Tuple[int, int]]:
-    """The highest compute capability among the GPUs, or None (no GPU, or none known).
-
-    Example:
-        >>> best_compute_capability({"gpus": [{"compute_capability": [7, 5]}, {"compute_capability": None}]})
-        (7, 5)
-    """
-    return Machine.of(hw).compute_capability
-
-
-def target(hw: MachineLike, strategy: Optional[str] = None) -> str:
-    """Where the model's step runs: ``"tpu"``, ``"gpu"``, ``"cpu"``, or ``"none"``.
-
-    ``strategy=None`` is the default strategy, as for a run: only ``strategy="tpu"`` puts
-    the step on a TPU, so on a TPU VM anything else runs on the host CPU;
-    ``strategy="tpu"`` with no TPU is ``"none"`` (the run fails). ``"gpu"`` only where
-    TensorFlow can use a GPU (``hw.gpus``; ``tfwb.detect_hardware()`` fills it from
-    TensorFlow): a GPU that only NVML sees leaves the step on the CPU.
-
-    Example:
-        >>> target({"gpus": [], "tpu": True}), target({"gpus": [], "tpu": True}, "tpu")
-        ('cpu', 'tpu')
-    """
-    hw = Machine.of(hw)
-    if strategy == "tpu":
-        return "tpu" if hw.tpu else "none"
-    return "gpu" if hw.gpus else "cpu"
-
-
-def where(hw: MachineLike, strategy: Optional[str] = None) -> str:
-    """A few words for the device the step runs on, e.g. ``"Tesla T4 (compute capability 7.5)"``.
-
-    Example:
-        >>> where({"gpus": [], "cpu_flags": ("avx2",), "cpu_count": 2})
-        'this CPU (2 cores, AVX2)'
-    """
-    hw = Machine.of(hw)
-    kind = target(hw, strategy)
-    if kind == "tpu":
-        return "a TPU"
-    if kind == "none":
-        return "this machine (no TPU)"
-    if kind == "gpu":
-        gpus = hw.gpus
-        name = gpus[0].name or "GPU"
-        cc = best_compute_capability(hw)
-        count = f"{len(gpus)}x " if len(gpus) > 1 else ""
-        return f"{count}{name}" + (f" (compute capability {cc[0]}.{cc[1]})" if cc else "")
-    flags = _flags(hw)
-    feats = ["AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else None,
-             "BF16" if flags & {"avx512_bf16", "amx_bf16"} else None,
-             "FP16" if flags & {"avx512_fp16", "amx_fp16"} else None,
-             "AMX" if "amx_tile" in flags else None]
-    cores = hw.cpu_count
-    details = ([f"{cores} core{'' if cores == 1 else 's'}"] if cores else []) + [f for f in feats if f]
-    host = "this TPU VM's host CPU" if hw.tpu else "this CPU"
-    text = host + (f" ({', '.join(details)})" if details else "")
-    if hw.gpu_problem and hw.nvml_gpus:
-        text += f" ({hw.nvml_gpus[0].name or 'the GPU'} is not usable by TensorFlow here)"
-    return text
-
-
-def default_device(hw: MachineLike) -> Equal:
-    """Where a step with no strategy and no ``tf.device`` runs most of its ops, on this hardware.
-
-    TensorFlow places an op on ``GPU:0`` whenever it sees a GPU and the op has a GPU
-    kernel, with or without a distribution strategy; otherwise on ``CPU:0`` (a TPU VM's
-    TPU takes ``strategy="tpu"``). Check it against
-    ``tfwb.tf.lab.placement.placement(step).main_device()``.
-
-    Example:
-        >>> print(default_device({"gpus": [{"name": "Tesla T4"}]}))   # doctest: +NORMALIZE_WHITESPACE
-        Expecting: the device that runs most of a step's ops, with no strategy and no tf.device: GPU:0
-        (TF picks GPU:0 for every op with a GPU kernel whenever it sees a GPU; no strategy needed).
-    """
-    claim = "the device that runs most of a step's ops, with no strategy and no tf.device"
-    hw = Machine.of(hw)
-    if hw.gpus:
-        return equal(claim, "GPU:0", why="TF picks GPU:0 for every op with a GPU kernel whenever it sees a "
-                     "GPU; no strategy needed")
-    why = "no GPU here" + ("; the TPU runs a step only under strategy='tpu'" if hw.tpu else "")
-    return equal(claim, "CPU:0", why=why)
 
 
 # -- the rules -------------------------------------------------------------------------------
@@ -136,9 +47,9 @@ def _hidden_by_prefetch(baseline: Any) -> Optional[float]:
     return min(wait, compute) / step
 
 
-def _downgrade(e: Expected, bound: Optional[str]) -> Expected:
+def _downgrade(e: Expected, limit: Optional[str]) -> Expected:
     """A compute change on a run that waits on input: the pipeline hides most of it."""
-    if bound != INPUT or e.direction not in (FASTER, SLOWER):
+    if limit != INPUT or e.direction not in (FASTER, SLOWER):
         return e
     softer = NOT_SLOWER if e.direction == FASTER else NOT_FASTER
     return Expected(softer, e.why + "; but the run waits on input, which hides a change in the step",
@@ -154,23 +65,23 @@ def _gpu_busy_pct(baseline: Any) -> Optional[float]:
     return max(util) if util else None
 
 
-def _precision_tf32_gpu(cc: Tuple[int, int], tc: str, baseline: Any, bound: Optional[str],
+def _precision_tf32_gpu(cc: Tuple[int, int], tc: str, baseline: Any, limit: Optional[str],
                         than: str) -> Expected:
     """A 16-bit policy on a GPU whose float32 matmuls already run on TF32 Tensor Cores (cc >= 8.0).
 
     The gain is 16-bit Tensor Cores at twice TF32's rate and half the memory traffic, which
     shows only on a step big enough to keep the GPU busy (TensorFlow's guide: small models
     gain little). So: faster only for a compute-bound step, known from a measured baseline
-    whose GPU was busy (or from a bound given for no baseline); else no fixed direction.
+    whose GPU was busy (or from a limit given for no baseline); else no fixed direction.
     """
     base = (f"float32 matmuls and convolutions already run on TF32 Tensor Cores at compute capability "
             f"{cc[0]}.{cc[1]}; {tc} Tensor Cores run them at about twice TF32's rate and halve activation "
             "memory traffic")
     measured = hasattr(baseline, "step_times_s")
-    if bound == INPUT:
+    if limit == INPUT:
         return Expected(NOT_SLOWER, base + "; but the run waits on input, which hides a change in the step",
                         than)
-    if bound == COMPUTE and measured:
+    if limit == COMPUTE and measured:
         busy = _gpu_busy_pct(baseline)
         if busy is None:
             return Expected(None, base + ", which shows only on a step that keeps the GPU busy; NVML did not "
@@ -178,14 +89,14 @@ def _precision_tf32_gpu(cc: Tuple[int, int], tc: str, baseline: Any, bound: Opti
                             "so whether this step does is unknown", than)
         return Expected(FASTER, base + f": the baseline kept the GPU busy ({busy:.0f} % of the time), so the "
                         "step is compute-bound and the faster math shows", than)
-    if bound == COMPUTE and baseline is None:
+    if limit == COMPUTE and baseline is None:
         return Expected(FASTER, base + ", which shows on a compute-bound step like this one", than)
     return Expected(None, base + ", which shows only on a step big enough to keep the GPU busy; small models "
                     "gain little (TensorFlow's mixed-precision guide). Measure a baseline: its bound decides",
                     than)
 
 
-def _precision(hw: MachineLike, value: str, kind: str, bound: Optional[str],
+def _precision(hw: MachineLike, value: str, kind: str, limit: Optional[str],
                baseline: Any = None) -> Expected:
     than = "float32"
     if value == "off":
@@ -193,7 +104,7 @@ def _precision(hw: MachineLike, value: str, kind: str, bound: Optional[str],
     if value not in ("mixed_float16", "mixed_bfloat16"):
         raise ValueError(f"mixed_precision={value!r} is not allowed; 'mixed_float16' or 'mixed_bfloat16'")
     half = value == "mixed_float16"
-    flags = _flags(hw)
+    flags = cpu_flags(hw)
     if kind == "none":
         return Expected(None, "no TPU here: the run fails before any work; pick strategy='default'", than)
     if kind == "tpu":
@@ -218,15 +129,15 @@ def _precision(hw: MachineLike, value: str, kind: str, bound: Optional[str],
                 why = (f"compute capability {cc[0]}.{cc[1]} has no bfloat16 Tensor Cores (they start "
                        "at 8.0): not recommended here, use mixed_float16 on this GPU")
             return Expected(NOT_FASTER, why, than)
-        if bound == OVERHEAD:
+        if limit == OVERHEAD:
             return Expected(NOT_FASTER, "the GPU idles between small kernels, so faster math cannot "
                             "show, and the policy adds cast kernels", than)
         tc = "float16" if half else "bfloat16"
         if cc >= (8, 0):
-            return _precision_tf32_gpu(cc, tc, baseline, bound, than)
+            return _precision_tf32_gpu(cc, tc, baseline, limit, than)
         why = (f"{tc} Tensor Cores (compute capability {cc[0]}.{cc[1]}) run matmuls and convolutions "
                "several times faster than float32 and halve activation memory, on a step busy with them")
-        return _downgrade(Expected(FASTER, why, than), bound)
+        return _downgrade(Expected(FASTER, why, than), limit)
     # CPU: x86 flags name the instructions; Arm lists "fphp" (float16) and "bf16".
     arm = "asimd" in flags
     if half:
@@ -247,7 +158,7 @@ def _precision(hw: MachineLike, value: str, kind: str, bound: Optional[str],
         else:
             why = ("no float16 arithmetic is listed for this CPU: TF's CPU kernels are fastest in "
                    "float32, and the policy adds casts")
-        return _downgrade(Expected(SLOWER, why, than), bound)
+        return _downgrade(Expected(SLOWER, why, than), limit)
     if "amx_bf16" in flags:
         return Expected(NOT_SLOWER, "AMX runs bfloat16 matmuls natively through oneDNN: about float32 "
                         "speed on a small model, faster on large matmuls", than)
@@ -263,7 +174,7 @@ def _precision(hw: MachineLike, value: str, kind: str, bound: Optional[str],
     else:
         why = ("no bfloat16 instructions are listed for this CPU: every bfloat16 op converts in "
                "software")
-    return _downgrade(Expected(SLOWER, why, than), bound)
+    return _downgrade(Expected(SLOWER, why, than), limit)
 
 
 #: CPU features with which TensorFlow's x86 Linux builds turn oneDNN's kernels on by default (TF 2.9
@@ -272,14 +183,14 @@ def _precision(hw: MachineLike, value: str, kind: str, bound: Optional[str],
 ONEDNN_DEFAULT_FLAGS = frozenset({"avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8"})
 
 
-def _jit(kind: str, bound: Optional[str], flags: frozenset = frozenset()) -> Expected:
+def _jit(kind: str, limit: Optional[str], flags: frozenset = frozenset()) -> Expected:
     than = "jit_compile=False"
     if kind == "none":
         return Expected(None, "no TPU here: the run fails before any work; pick strategy='default'", than)
     if kind == "tpu":
         return Expected(SAME, "on a TPU every step is compiled by XLA anyway", than)
     if kind == "gpu":
-        if bound == OVERHEAD:
+        if limit == OVERHEAD:
             return Expected(FASTER, "the GPU idles between many small kernels; XLA fuses them into "
                             "a few launches (after a first step that compiles)", than)
         return Expected(NOT_SLOWER, "large matmuls and convolutions run in the same cuBLAS/cuDNN "
@@ -293,11 +204,11 @@ def _jit(kind: str, bound: Optional[str], flags: frozenset = frozenset()) -> Exp
                     "the model; the first step compiles", than)
 
 
-def _steps_per_call(kind: str, bound: Optional[str]) -> Expected:
+def _steps_per_call(kind: str, limit: Optional[str]) -> Expected:
     than = "one step per call"
     if kind == "none":
         return Expected(None, "no TPU here: the run fails before any work; pick strategy='default'", than)
-    if kind == "tpu" or (kind == "gpu" and bound == OVERHEAD):
+    if kind == "tpu" or (kind == "gpu" and limit == OVERHEAD):
         return Expected(FASTER, "several steps per call save a host round trip per step, which a "
                         + ("TPU pays on every call" if kind == "tpu" else "GPU idling between kernels shows"),
                         than)
@@ -347,7 +258,7 @@ def _strategy(hw: MachineLike, value: str) -> Expected:
                      "'parameter_server', 'tpu'")
 
 
-def _input(hw: MachineLike, knob: str, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+def _input(hw: MachineLike, knob: str, value: Any, baseline: Any, limit: Optional[str]) -> Expected:
     cfg = _config(baseline)
     than = f"{knob}=False" if knob != "data_source" else (
         f"data_source={getattr(cfg, 'data_source', None) or 'generator'!r}")
@@ -369,10 +280,10 @@ def _input(hw: MachineLike, knob: str, value: Any, baseline: Any, bound: Optiona
                                 "of it here (the shorter of input wait and compute)", than)
             return Expected(NOT_SLOWER, f"prefetch can hide only the shorter of input wait and compute: "
                             f"{hidden:.0%} of the step here, too little to tell from noise", than)
-    if bound == INPUT:
+    if limit == INPUT:
         how = "prefetch overlaps that wait with the step" if knob == "prefetch" else "this knob speeds the pipeline up"
         return Expected(FASTER, f"the run waits on input, and {how}", than)
-    if bound in (COMPUTE, OVERHEAD):
+    if limit in (COMPUTE, OVERHEAD):
         return Expected(NOT_SLOWER, "the step hardly waits on input: little to gain, nothing to lose", than)
     return Expected(NOT_SLOWER, "faster when the run waits on input, about the same when it does not", than)
 
@@ -388,7 +299,7 @@ def _sync(kind: str, value: Any) -> Expected:
                     "saves only the sync's own small cost", than)
 
 
-def tf32_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+def tf32_rule(hw: MachineLike, value: Any, baseline: Any, limit: Optional[str]) -> Expected:
     """tf32=False: float32 matmuls and convolutions in full float32 instead of TF32."""
     than = "tf32=True (TensorFlow's default)"
     if value is not False:
@@ -415,7 +326,7 @@ def tf32_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) 
                         "loses TF32", than)
     why = (f"compute capability {cc[0]}.{cc[1]} runs float32 matmuls and convolutions as TF32 on Tensor "
            "Cores by default; without it they take the much slower full-float32 path")
-    if bound not in (None, COMPUTE):
+    if limit not in (None, COMPUTE):
         return Expected(NOT_FASTER, why + ", which shows only on a step busy with them", than)
     return Expected(SLOWER, why, than)
 
@@ -424,50 +335,50 @@ def _kind(hw: MachineLike, baseline: Any) -> str:
     return target(hw, getattr(_config(baseline), "strategy", None))
 
 
-def precision_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+def precision_rule(hw: MachineLike, value: Any, baseline: Any, limit: Optional[str]) -> Expected:
     """mixed_precision: a 16-bit policy against float32."""
-    return _precision(hw, value, _kind(hw, baseline), bound, baseline)
+    return _precision(hw, value, _kind(hw, baseline), limit, baseline)
 
 
-def jit_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+def jit_rule(hw: MachineLike, value: Any, baseline: Any, limit: Optional[str]) -> Expected:
     """jit_compile=True: the step compiled by XLA."""
     if not value:
         raise ValueError("jit_compile=False is the baseline; turn it on to compare")
-    return _downgrade(_jit(_kind(hw, baseline), bound, _flags(hw)), bound)
+    return _downgrade(_jit(_kind(hw, baseline), limit, cpu_flags(hw)), limit)
 
 
-def steps_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+def steps_rule(hw: MachineLike, value: Any, baseline: Any, limit: Optional[str]) -> Expected:
     """steps_per_execution > 1: several steps per call of the step function."""
     if value == 1:
         raise ValueError("steps_per_execution=1 is the baseline; compare a larger value")
-    return _steps_per_call(_kind(hw, baseline), bound)
+    return _steps_per_call(_kind(hw, baseline), limit)
 
 
-def strategy_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+def strategy_rule(hw: MachineLike, value: Any, baseline: Any, limit: Optional[str]) -> Expected:
     """strategy: a distribution strategy against one device."""
     return _strategy(hw, value)
 
 
-def sync_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+def sync_rule(hw: MachineLike, value: Any, baseline: Any, limit: Optional[str]) -> Expected:
     """sync=False: timing without a device sync."""
     return _sync(_kind(hw, baseline), value)
 
 
 def input_rule(knob: str) -> Rule:
     """The rule of input knob ``knob`` (``prefetch``, ``data_source``...): it depends on the input wait."""
-    def rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
-        return _input(hw, knob, value, baseline, bound)
+    def rule(hw: MachineLike, value: Any, baseline: Any, limit: Optional[str]) -> Expected:
+        return _input(hw, knob, value, baseline, limit)
     rule.__name__ = f"{knob}_rule"
     return rule
 
 
-def batch_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+def batch_rule(hw: MachineLike, value: Any, baseline: Any, limit: Optional[str]) -> Expected:
     """A larger batch is more work per step: only time per example can be compared."""
     return Expected(None, "a different batch is a different amount of work per step; compare time per "
                           "example (a larger batch lowers it until the device is busy)")
 
 
-def timing_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]) -> Expected:
+def timing_rule(hw: MachineLike, value: Any, baseline: Any, limit: Optional[str]) -> Expected:
     """timing='per_step' against the windowed default: a sync and a loss read after every step."""
     if value != "per_step":
         raise ValueError(f"timing={value!r} has no expectation against the default; give 'per_step'")
@@ -480,153 +391,3 @@ def timing_rule(hw: MachineLike, value: Any, baseline: Any, bound: Optional[str]
                           "device work for windows to overlap", than="windowed timing")
 
 
-#: The published facts behind each rule, by (knob, where the step runs); ``(knob, None)``
-#: covers every place. ``source(knob, kind)`` reads it; the table prints it beside each cell.
-SOURCES: Dict[Tuple[str, Optional[str]], str] = {
-    ("mixed_precision", "gpu"): (
-        "NVIDIA CUDA C++ Programming Guide, warp matrix functions: float16 Tensor Cores from compute "
-        "capability 7.0, bfloat16 and TF32 from 8.0; NVIDIA T4/A100/H100/L4 datasheets: dense FP16 and "
-        "BF16 Tensor Core rates are twice TF32's (A100 312 vs 156 TFLOPS), a T4's FP16 8x its FP32 "
-        "(65 vs 8.1); TensorFlow mixed-precision guide: compute capability 7.0+ gains most, small "
-        "models gain little"),
-    ("mixed_precision", "cpu"): (
-        "TensorFlow mixed-precision guide: mixed precision runs on CPUs, usually much slower; "
-        "TensorFlow source tensorflow/core/util/util.cc (IsDataTypeSupportedByOneDNNOnThisCPU): oneDNN "
-        "runs bfloat16 with AVX-512 BF16 or AMX, float16 with AVX-512 FP16, AMX-FP16 or AVX-NE-CONVERT"),
-    ("mixed_precision", "tpu"): (
-        "TensorFlow mixed-precision guide: use mixed_bfloat16 on TPUs (float16 is not supported there); "
-        "Cloud TPU docs, 'The bfloat16 numerical format': the matrix units multiply in bfloat16"),
-    ("tf32", None): (
-        "NVIDIA, 'TensorFloat-32 in the A100 GPU': TF32 Tensor Cores from Ampere (compute capability "
-        "8.0) on, an NVIDIA-only format; tf.config.experimental.enable_tensor_float_32_execution: "
-        "on by default since TensorFlow 2.4"),
-    ("jit_compile", None): (
-        "TensorFlow XLA guide: fusion cuts kernel launches and memory traffic; every TPU program is "
-        "compiled by XLA; the first call compiles"),
-    ("steps_per_execution", None): (
-        "Keras Model.compile docs: steps_per_execution runs several batches per tf.function call, "
-        "cutting Python overhead, most on TPUs and small models"),
-    ("strategy", None): (
-        "TensorFlow distributed training guide (MirroredStrategy, MultiWorkerMirroredStrategy, "
-        "ParameterServerStrategy, TPUStrategy): replicas split the batch and all-reduce gradients"),
-    ("sync", None): (
-        "CUDA C++ Programming Guide, asynchronous concurrent execution: a kernel launch returns before "
-        "the kernel finishes; tf.test.experimental.sync_devices waits for queued device work"),
-    ("batch_size", None): "none needed: a different batch is a different amount of work per step",
-    ("timing", None): (
-        "CUDA C++ Programming Guide, asynchronous concurrent execution: the host queues work and returns; "
-        "Keras Model.fit does not read the loss each step unless a batch callback asks for it"),
-}
-for _k in ("prefetch", "parallel_map", "interleave", "cache", "vectorized_map", "data_source"):
-    SOURCES[_k, None] = ("TensorFlow guide 'Better performance with the tf.data API' (prefetch overlaps "
-                         "input with the step; parallel map, interleave and cache speed the pipeline); TF "
-                         "profiler: input wait >= 20 % of the step is highly input-bound")
-
-
-def source(knob: str, kind: Optional[str] = None) -> str:
-    """The published facts behind ``knob``'s rule where the step runs (``target``'s answer).
-
-    Raises:
-        ValueError: a knob without a rule.
-
-    Example:
-        >>> source("tf32", "gpu").split(":")[0]
-        "NVIDIA, 'TensorFloat-32 in the A100 GPU'"
-    """
-    if (knob, kind) in SOURCES:
-        return SOURCES[knob, kind]
-    if (knob, None) in SOURCES:
-        return SOURCES[knob, None]
-    if knob == "mixed_precision":
-        return SOURCES[knob, "cpu"] if kind != "tpu" else SOURCES[knob, "tpu"]
-    raise ValueError(f"knob={knob!r} has no rule; one of {tuple(dict.fromkeys(k for k, _ in SOURCES))}")
-
-
-#: The changes ``tfwb.expect.table()`` shows for every described machine: (label, knob, value,
-#: bound, baseline strategy). A knob's rule and its rows sit together here. Without
-#: ``strategy="tpu"`` a TPU VM's step runs on its host CPU; its TPU has rows of its own.
-TABLE_CHANGES: Tuple[Tuple[str, str, Any, Optional[str], Optional[str]], ...] = (
-    ("mixed_precision='mixed_float16'", "mixed_precision", "mixed_float16", None, None),
-    ("mixed_precision='mixed_float16', compute-bound run", "mixed_precision", "mixed_float16", COMPUTE, None),
-    ("mixed_precision='mixed_bfloat16'", "mixed_precision", "mixed_bfloat16", None, None),
-    ("mixed_precision='mixed_bfloat16', compute-bound run", "mixed_precision", "mixed_bfloat16", COMPUTE,
-     None),
-    ("jit_compile=True", "jit_compile", True, None, None),
-    ("jit_compile=True, GPU idling (overhead-bound)", "jit_compile", True, OVERHEAD, None),
-    ("tf32=False (float32 matmuls in full float32)", "tf32", False, None, None),
-    ("steps_per_execution=8", "steps_per_execution", 8, None, None),
-    ("strategy='mirrored'", "strategy", "mirrored", None, None),
-    ("strategy='tpu'", "strategy", "tpu", None, None),
-    ("prefetch=True, input-bound run", "prefetch", True, INPUT, None),
-    ("prefetch=True, compute-bound run", "prefetch", True, COMPUTE, None),
-    ("parallel_map=True, input-bound run", "parallel_map", True, INPUT, None),
-    ("timing without a device sync", "sync", False, None, None),
-    ("timing='per_step' (a loss read and sync after every step)", "timing", "per_step", None, None),
-    ("under strategy='tpu': mixed_precision='mixed_float16'", "mixed_precision", "mixed_float16", None, "tpu"),
-    ("under strategy='tpu': mixed_precision='mixed_bfloat16'", "mixed_precision", "mixed_bfloat16", None,
-     "tpu"),
-    ("under strategy='tpu': jit_compile=True", "jit_compile", True, None, "tpu"),
-    ("under strategy='tpu': steps_per_execution=8", "steps_per_execution", 8, None, "tpu"),
-)
-
-# -- memory ----------------------------------------------------------------------------------
-#: What ``precision_memory`` compares: the run's peak memory, or the largest batch that trains.
-MEMORY_MEASURES = ("peak", "batch")
-
-
-def precision_memory(hardware: MachineLike, value: str, baseline: Any = None, *,
-                     measure: str = "peak") -> Union[Threshold, Unjudged]:
-    """What a precision policy should do to memory on this hardware, as a ratio to float32.
-
-    Args:
-        hardware (mapping): ``tfwb.hardware.detect()`` output or a described machine.
-        value (str): ``"mixed_float16"`` or ``"mixed_bfloat16"``.
-        baseline (RunResult | RunConfig | None, default None): its ``strategy`` decides
-            where the step runs (``target``).
-        measure (str, default "peak"): ``"peak"``: the run's peak memory
-            (``run.extras["memory"]``: TensorFlow's allocator on a GPU or TPU, the
-            process's RSS on a CPU), the policy's over float32's; ``"batch"``: the largest
-            batch that trains (``tfwb.tf.lab.precision.largest_batch``), the policy's over
-            float32's.
-
-    Returns:
-        A ``Threshold`` on a GPU (peak at most 1x, batch at least 1x) or TPU (peak), else
-        an ``Unjudged`` that says why nothing is expected; either has ``.check(ratio)``.
-
-    Raises:
-        ValueError: for a value that is not a mixed policy, or an unknown measure.
-
-    Example:
-        >>> from tfwb.hardware import DESCRIBED
-        >>> print(precision_memory(DESCRIBED["colab-t4"], "mixed_float16").expected)
-        at most 1x
-        >>> precision_memory(DESCRIBED["binder-2core-avx2"], "mixed_float16").expected
-        'no fixed expectation'
-    """
-    if value not in ("mixed_float16", "mixed_bfloat16"):
-        raise ValueError(f"mixed_precision={value!r} is not allowed here; 'mixed_float16' or "
-                         "'mixed_bfloat16' (float32, 'off', is what it is compared with)")
-    if measure not in MEMORY_MEASURES:
-        raise ValueError(f"measure={measure!r} is not allowed; one of {MEMORY_MEASURES}")
-    strategy = getattr(_config(baseline), "strategy", None)
-    kind = target(hardware, strategy)
-    peak = measure == "peak"
-    what = "peak memory" if peak else "largest batch"
-    claim = f"{value}'s {what} over float32's, on {where(hardware, strategy)}"
-    if kind == "none" or (kind == "tpu" and value == "mixed_float16"):
-        return Unjudged(claim, "the run fails before any work here", "x")
-    if kind == "cpu":
-        why = ("on a CPU tfwb reads the whole process's peak RSS: TensorFlow's runtime, the data and what "
-               "earlier runs left behind dominate it, so a policy's smaller activations need not show"
-               if peak else
-               "a CPU has no device memory to run out of (a batch too large swaps or gets the process "
-               "killed), so tfwb searches batches on a GPU only")
-        return Unjudged(claim, why, "x")
-    if not peak and kind == "tpu":
-        return Unjudged(claim, "tfwb searches batches on a GPU only", "x")
-    if peak:
-        return at_most(claim, 1.0, "x", why="activations are stored in 16 bits while weights and optimizer "
-                       "state stay float32: the saving grows with batch and model size, and is small when "
-                       "weights and optimizer state dominate")
-    return at_least(claim, 1.0, "x", why="16-bit activations leave room for more examples: up to about twice "
-                    "as many where activations dominate the memory")
