@@ -1,8 +1,8 @@
 """What the tune may try next: ``Change`` and ``rank_changes``, the changes to a run ranked by their bound.
 
-``rank_changes(result)`` offers every change ``tfwb.advice.ADVICE`` suggests for the run's
-configuration (input knobs, and the compute knobs of ``COMPUTE_TUNED``), bounds each by the
-diagnosis (``tfwb.diagnosis``: ``1 / (1 - wait)`` for the input knobs, ``1 / MFU`` and the
+``rank_changes(result)`` offers every change of the knobs whose ``tfwb.advice.ADVICE`` entry has
+a ``tune`` (``tfwb.advice.entries.TuneAdvice``: the values tried, when a change is of no use to
+a run, its place among equal bounds), bounds each by the diagnosis (``tfwb.diagnosis``: ``1 / (1 - wait)`` for the input knobs, ``1 / MFU`` and the
 dtype peaks for the compute knobs), and splits them into those worth a trial, best bound
 first, and those skipped with their reason: within the noise (``tfwb.stats.NoiseBand``), not
 honoured by this machine (``tfwb.expect``), tried already, or of no use to this run.
@@ -20,12 +20,14 @@ Example:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence, Set, Tuple
 
-from tfwb import advice, expect, stats
+from tfwb import advice, stats
 from tfwb import knobs as _knobs
 from tfwb.advice import Bound, speedup_text
+from tfwb.advice.directions import SLOWER
+from tfwb.advice.expected import expected_for, rules
 from tfwb.bottleneck import MODERATE_INPUT_FRACTION
 from tfwb.config import RunConfig
 from tfwb.diagnosis import INPUT_BOUND_KNOBS, Diagnosis, bound, diagnose
@@ -33,11 +35,10 @@ from tfwb.hardware import Machine, MachineLike
 from tfwb.records import RunResult
 from tfwb.workloads import SOURCE_KNOBS, get_workload
 
-__all__ = ["Change", "rank_changes", "run_examples", "COMPUTE_TUNED", "POLICIES"]
+__all__ = ["Change", "rank_changes", "run_examples", "compute_tuned", "INPUT_ROLES"]
 
-#: Compute knobs tried on any run (bounded by ``1 / MFU`` and the dtype peaks), beside the input knobs.
-COMPUTE_TUNED = ("steps_per_execution", "jit_compile", "mixed_precision")
-POLICIES = ("mixed_bfloat16", "mixed_float16")
+#: The knob roles of the input pipeline (``tfwb.knobs.Knob.role``).
+INPUT_ROLES = ("source", "pipeline")
 
 
 @dataclass(frozen=True)
@@ -79,23 +80,36 @@ def _applies(cfg: RunConfig) -> Callable[[str], bool]:
 
 
 def _offers(cfg: RunConfig, machine: Machine) -> List[Tuple[str, Any]]:
-    """Every ``(knob, value)`` worth bounding for ``cfg``: input knobs ``ADVICE`` suggests, compute knobs."""
+    """Every ``(knob, value)`` worth bounding for ``cfg``: the values of each knob whose ``ADVICE`` entry has
+    a ``tune`` (``TuneAdvice.values``, else its suggestion's value); none of the input pipeline's on staged
+    batches (``data_source="memory"``: no pipeline to change)."""
     declared, applies = _knobs.table(type(cfg)), _applies(cfg)
     out: List[Tuple[str, Any]] = []
     for knob, entry in advice.ADVICE.items():
-        if entry.suggest is None or knob not in declared or not applies(knob):
+        if entry.suggest is None or entry.tune is None or knob not in declared or not applies(knob):
             continue
-        if knob == "mixed_precision":
-            out.extend((knob, p) for p in POLICIES if cfg.mixed_precision == "off")
+        if declared[knob].role in INPUT_ROLES and cfg.data_source == "memory":
             continue
-        if declared[knob].role in ("source", "pipeline") and cfg.data_source == "memory":
-            continue                        # staged batches: no pipeline to change
-        if declared[knob].role not in ("source", "pipeline") and knob not in COMPUTE_TUNED:
+        if entry.tune.values is not None:
+            out.extend((knob, v) for v in entry.tune.values(knob, cfg, machine))
             continue
         offer = entry.suggest(knob, cfg, machine)
         if offer is not None:
             out.append((knob, offer[0]))
     return out
+
+
+def compute_tuned(config_type: type = RunConfig) -> Tuple[str, ...]:
+    """The knobs outside the input pipeline that the tune tries, in the order its text names them.
+
+    Example:
+        >>> compute_tuned()
+        ('steps_per_execution', 'jit_compile', 'mixed_precision')
+    """
+    declared = _knobs.table(config_type)
+    tuned = [(entry.tune.listed, knob) for knob, entry in advice.ADVICE.items()
+             if entry.tune is not None and knob in declared and declared[knob].role not in INPUT_ROLES]
+    return tuple(knob for _, knob in sorted(tuned))
 
 
 def run_examples(cfg: RunConfig) -> int:
@@ -145,8 +159,9 @@ def rank_changes(result: RunResult, diagnosis: Optional[Diagnosis] = None, hardw
     diagnosis = diagnosis if diagnosis is not None else diagnose(result, machine)
     tried_set = {(k, repr(v)) for k, v in tried}
     offers = _offers(cfg, machine)
-    offers_cache = any(knob == "cache" for knob, _ in offers)
-    epoch = epoch_examples(cfg) if epoch_examples is not None and offers_cache else None
+    needs_epoch = any(advice.ADVICE[knob].tune.needs_epoch for knob, _ in offers)
+    epoch = epoch_examples(cfg) if epoch_examples is not None and needs_epoch else None
+    examples = run_examples(cfg)
     to_try: List[Change] = []
     skipped: List[Change] = []
     for knob, value in offers:
@@ -156,43 +171,35 @@ def rank_changes(result: RunResult, diagnosis: Optional[Diagnosis] = None, hardw
         b = diagnosis.bound_for(knob)
         if b is None or b.value != value or measured is not result:
             b = bound(measured, knob, value)
-        skip = _skip_reason(measured, cfg, knob, value, b, machine, tried_set, noise, epoch)
-        (skipped if skip else to_try).append(Change(knob, value, b, skip))
-    # On equal bounds, the change that removes work first: the input knobs share 1 / (1 - wait), and of them
-    # only a cache removes work (the decoding of every epoch after the first), where the others overlap it,
-    # so it goes first on a run that reads its data at least twice; on a CPU it also frees the cores the
-    # pipeline took from the step. Steps per call and XLA share 1 / (wait + MFU): the one that compiles
-    # nothing first.
-    reuses = bool(epoch) and run_examples(cfg) >= 2 * epoch
-    if reuses:
-        note = (f"it goes before the input knobs of equal bound: this run reads its data "
-                f"{run_examples(cfg) / epoch:.0f} times, and a cache removes the decoding of every epoch after the "
-                "first, which the others only overlap with the step")
-        to_try = [replace(c, order_note=note) if c.knob == "cache" else c for c in to_try]
-    to_try.sort(key=lambda c: (*c.rank, not (c.knob == "cache" and reuses), c.knob != "steps_per_execution",
+        skip = _skip_reason(measured, examples, knob, value, b, machine, tried_set, noise, epoch)
+        hint = advice.ADVICE[knob].tune
+        note = hint.note(examples, epoch) if hint.note is not None and epoch and not skip else ""
+        (skipped if skip else to_try).append(Change(knob, value, b, skip, note))
+    # On equal bounds, each knob's ``TuneAdvice.tie`` (a cache first on a run that reads its data at least
+    # twice: it removes work the others overlap; steps per call before XLA: it compiles nothing), then its
+    # advice order.
+    to_try.sort(key=lambda c: (*c.rank, advice.ADVICE[c.knob].tune.tie_rank(examples, epoch),
                                advice.ADVICE[c.knob].priority(cfg)))
     return tuple(to_try), tuple(skipped)
 
 
-def _skip_reason(result: RunResult, cfg: RunConfig, knob: str, value: Any, b: Bound, machine: Machine,
+def _skip_reason(result: RunResult, examples: int, knob: str, value: Any, b: Bound, machine: Machine,
                  tried: Set[Tuple[str, str]], noise: stats.NoiseBand, epoch: Optional[int]) -> str:
-    """Why ``knob=value`` is not worth a trial on ``cfg`` (``""``: it is); ``result``: the run its bound read;
-    ``epoch``: examples in one epoch (None: not known)."""
+    """Why ``knob=value`` is not worth a trial on a run reading ``examples`` (``""``: it is); ``result``: the
+    run its bound read; ``epoch``: examples in one epoch (None: not known)."""
     if (knob, repr(value)) in tried:
         return "tried already"
-    if knob in expect.RULES:
-        e = expect.expected_for(machine, knob, value, result)
-        if e.direction == expect.SLOWER:
+    if knob in rules():
+        e = expected_for(machine, knob, value, result)
+        if e.direction == SLOWER:
             return f"this machine cannot honour it: {e.why}"
+    hint = advice.ADVICE[knob].tune
     if b.speedup is not None and noise.contains(max(b.speedup, 1.0)):
         # A bound that is not strict (an input knob on a CPU: the pipeline shares the cores with the
-        # step) rules a knob out only where the run hardly waits; the generator source is left to try.
-        quiet = (result.input_wait_fraction or 0.0) < MODERATE_INPUT_FRACTION and knob != "data_source"
+        # step) rules a knob out only where the run hardly waits, unless its advice tries it anyway.
+        quiet = (result.input_wait_fraction or 0.0) < MODERATE_INPUT_FRACTION and not hint.quiet
         if b.strict or quiet:
             return f"its bound {speedup_text(b.speedup)} is within the noise (\u00b1{noise.pct:.0f} %): {b.text}"
-    if knob == "cache" and epoch is not None:
-        need = run_examples(cfg)
-        if need < epoch:
-            return (f"the run reads {need:,} examples, less than one epoch ({epoch:,}): every element is read "
-                    "once, so a cache cannot be reused, and filling it costs a whole epoch")
+    if hint.skip is not None and epoch is not None:
+        return hint.skip(examples, epoch)
     return ""

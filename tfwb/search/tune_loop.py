@@ -50,8 +50,8 @@ from dataclasses import replace
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from tfwb import stats
+from tfwb.advice import ADVICE
 from tfwb.config import RunConfig, fast_mode
-from tfwb.diagnosis import INPUT_BOUND_KNOBS
 from tfwb.hardware import MachineLike
 from tfwb.history import History
 from tfwb.interrupts import INTERRUPTED
@@ -63,16 +63,12 @@ from tfwb.search.tune_changes import Change, rank_changes
 from tfwb.search.tune_events import ProgressFn, RoundDone, StartRun, TrialDone, TrialStarted, TuneDone, TuneEvent
 from tfwb.search.tune_result import FAILED, KEPT, NOTHING_ABOVE_NOISE, REVERTED, SKIPPED, TuneTrial, Tuning
 
-__all__ = ["tune", "check_arguments", "Comparer", "Runner", "DEFAULT_TOLERANCE", "FAST_ROUNDS",
-           "INPUT_SETTLE_STEPS"]
+__all__ = ["tune", "check_arguments", "Comparer", "Runner", "DEFAULT_TOLERANCE", "FAST_ROUNDS"]
 
 #: The sweep's default ``loss_tolerance`` (``tfwb.sweep``).
 DEFAULT_TOLERANCE = 0.10
 #: Interleaved rounds per trial in small mode (``TFWB_FAST=1``); elsewhere the comparison's default.
 FAST_ROUNDS = 10
-#: Steps left out before each measured turn of an input knob's comparison: a prefetch buffer that
-#: filled during the other configuration's turn is drained first (``tfwb.tf.lab.side_by_side``).
-INPUT_SETTLE_STEPS = 4
 
 #: ``compare(best, candidate, rounds=..., settle_steps=..., progress=..., stop_early=...) -> stats.RoundsComparison``.
 Comparer = Callable[..., stats.RoundsComparison]
@@ -213,7 +209,7 @@ class _TuneLoop:
         took = 0.0
         try:
             cmp = self.compare(self.best_cfg, cand_cfg, rounds=self.rounds,
-                               settle_steps=INPUT_SETTLE_STEPS if c.knob in INPUT_BOUND_KNOBS else 1,
+                               settle_steps=ADVICE[c.knob].tune.settle_steps,
                                progress=self.round_done, stop_early=_settled)
         except (Stopped, KeyboardInterrupt):
             raise

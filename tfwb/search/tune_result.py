@@ -18,7 +18,7 @@ from tfwb import stats
 from tfwb.advice import Bound, speedup_text
 from tfwb.config import RunConfig
 from tfwb.records import RunResult
-from tfwb.search.tune_changes import COMPUTE_TUNED
+from tfwb.search.tune_changes import compute_tuned
 
 __all__ = ["TuneTrial", "Tuning", "KEPT", "REVERTED", "SKIPPED", "FAILED", "NOTHING_ABOVE_NOISE"]
 
@@ -191,7 +191,8 @@ class Tuning:
         lines.append(f"headroom left: {self.headroom()}")
         why = [f"{t.change}: {t.reason}" for t in self.skipped]
         defaults = type(self.best)(_check_workload=False)
-        on = [f"{k}={getattr(self.best, k)!r}" for k in COMPUTE_TUNED if getattr(self.best, k) != getattr(defaults, k)]
+        on = [f"{k}={getattr(self.best, k)!r}" for k in compute_tuned(type(self.best))
+              if getattr(self.best, k) != getattr(defaults, k)]
         if on:
             why.insert(0, f"{' and '.join(on)} {'is' if len(on) == 1 else 'are'} already set")
         if not self.trials and self.stop == NOTHING_ABOVE_NOISE:
