@@ -2,10 +2,11 @@
 
 ``rank_changes(result)`` offers every change of the knobs whose ``tfwb.advice.ADVICE`` entry has
 a ``tune`` (``tfwb.advice.entries.TuneAdvice``: the values tried, when a change is of no use to
-a run, its place among equal bounds), bounds each by the diagnosis (``tfwb.diagnosis``: ``1 / (1 - wait)`` for the input knobs, ``1 / MFU`` and the
-dtype peaks for the compute knobs), and splits them into those worth a trial, best bound
-first, and those skipped with their reason: within the noise (``tfwb.stats.NoiseBand``), not
-honoured by this machine (``tfwb.expect``), tried already, or of no use to this run.
+a run, its place among equal bounds), bounds each by the diagnosis (``tfwb.diagnosis``:
+``1 / (1 - wait)`` for the input knobs, ``1 / MFU`` and the dtype peaks for the compute
+knobs), and splits them into those worth a trial, best bound first, and those skipped with
+their reason: within the noise (``tfwb.stats.NoiseBand``), not honoured by this machine (its
+rule in ``tfwb.advice.expected``), tried already, or of no use to this run.
 
 The loop that tries them is ``tfwb.search.tune_loop``; what a trial found is
 ``tfwb.search.tune_result``. Pure: no TensorFlow, no UI library.
