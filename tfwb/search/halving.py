@@ -73,8 +73,8 @@ class _Runs:
     """Runs by configuration: reused from the history, or made now (through the search's ``RunRecorder``)."""
 
     def __init__(self, recorder: RunRecorder, previous: Sequence[RunResult],
-                 progress: Optional[ProgressFn], planned: Callable[[], int]) -> None:
-        self.recorder, self.progress, self.planned_fn = recorder, progress, planned
+                 progress: Optional[ProgressFn], ahead: "_Ahead") -> None:
+        self.recorder, self.progress, self.ahead = recorder, progress, ahead
         self.done: Dict[str, RunResult] = {}
         for res in previous:
             if res.status in ("ok", "failed", "diverged") and res.stop_reason is None:   # cut short: run again
@@ -107,7 +107,7 @@ class _Runs:
         if key in self.used:
             return self.used[key]
         if self.progress is not None:
-            self.planned = self.planned_fn()
+            self.planned = self.ahead.planned(self)
         if key in self.done:
             res = self.done[key]
             self.reused += 1
@@ -121,6 +121,37 @@ class _Runs:
         self.used[key] = res
         self.report()
         return res
+
+
+class _Ahead:
+    """Where the sweep is (its rung, the trials still in it), and how many runs it may still make."""
+
+    def __init__(self, base: RunConfig, steps: Tuple[int, ...], rungs: int, eta: int,
+                 trials: Sequence[Trial]) -> None:
+        self.base, self.steps, self.rungs, self.eta = base, steps, rungs, eta
+        self.naive_trial = next((t for t in trials if t.candidate.is_naive), None)
+        self.rung = 0
+        self.alive: List[Trial] = list(trials)
+
+    def planned(self, runs: _Runs) -> int:
+        """Runs done plus the runs still ahead if every rung keeps 1/eta (an upper bound)."""
+        r, steps, rungs = self.rung, self.steps, self.rungs
+        ahead = {run_key(self.base.replace(steps=steps[-1]))}
+        ahead.update(run_key(t.config.replace(steps=steps[r])) for t in self.alive)
+        remaining = sum(1 for k in ahead if k not in runs.used)
+        n = len(self.alive)
+        for rr in range(r + 1, rungs):
+            n = max(1, math.ceil(n / self.eta))
+            remaining += n - (1 if rr == rungs - 1 and self.naive_trial in self.alive else 0)
+        return runs.count + remaining
+
+
+def _check_tolerance(loss_tolerance: Any) -> None:
+    if (isinstance(loss_tolerance, bool) or not isinstance(loss_tolerance, (int, float))
+            or not math.isfinite(loss_tolerance) or loss_tolerance < 0):
+        raise ValueError(f"loss_tolerance={loss_tolerance!r} is not allowed; loss_tolerance must be a "
+                         "finite number >= 0 (0.1: up to 10 % of the naive run's loss drop above "
+                         "its loss, after as many examples)")
 
 
 def _rank(trials: Iterable[Trial], rung: int) -> List[Trial]:
@@ -241,11 +272,7 @@ def sweep(baseline: Optional[RunConfig] = None, space: Optional[Mapping[str, Ite
         'prefetch'
     """
     t0 = clock()
-    if (isinstance(loss_tolerance, bool) or not isinstance(loss_tolerance, (int, float))
-            or not math.isfinite(loss_tolerance) or loss_tolerance < 0):
-        raise ValueError(f"loss_tolerance={loss_tolerance!r} is not allowed; loss_tolerance must be a "
-                         "finite number >= 0 (0.1: up to 10 % of the naive run's loss drop above "
-                         "its loss, after as many examples)")
+    _check_tolerance(loss_tolerance)
     p: Plan = plan(baseline, space, min_steps=min_steps, eta=eta, rungs=rungs)
     noise = stats.DEFAULT_NOISE if noise is None else noise
     steps, base = p.rung_steps, p.baseline
@@ -256,24 +283,9 @@ def sweep(baseline: Optional[RunConfig] = None, space: Optional[Mapping[str, Ite
                          "reuse them, or pick another file")
 
     trials = [Trial(c) for c in p.candidates]
-    naive_trial = next((t for t in trials if t.candidate.is_naive), None)
-    alive = list(trials)
-    rung = {"now": 0}
-
-    def planned() -> int:
-        """Runs done plus the runs still ahead if every rung keeps 1/eta (an upper bound)."""
-        r = rung["now"]
-        ahead = {run_key(base.replace(steps=steps[-1]))}
-        ahead.update(run_key(t.config.replace(steps=steps[r])) for t in alive)
-        remaining = sum(1 for k in ahead if k not in runs.used)
-        n = len(alive)
-        for rr in range(r + 1, rungs):
-            n = max(1, math.ceil(n / eta))
-            remaining += n - (1 if rr == rungs - 1 and naive_trial in alive else 0)
-        return runs.count + remaining
-
+    at = _Ahead(base, steps, rungs, eta, trials)
     recorder = RunRecorder(runner, store, StopFlag() if stop is None else stop, resumable=True)
-    runs = _Runs(recorder, previous, progress, planned)
+    runs = _Runs(recorder, previous, progress, at)
     naive: Optional[RunResult] = None
     interrupted, error = False, None
     try:
@@ -284,19 +296,19 @@ def sweep(baseline: Optional[RunConfig] = None, space: Optional[Mapping[str, Ite
                 error = (f"the naive run did not finish ({naive.status}: {naive.error or 'no measured steps'}), "
                          "so there is no loss to judge the others by")
             for r, n_steps in enumerate(steps if error is None else ()):
-                rung["now"] = r
+                at.rung = r
                 runs.where = (r, rungs, n_steps)
-                for t in alive:
+                for t in at.alive:
                     res = runs.get(t.config.replace(steps=n_steps))
                     t.runs[r] = res
-                alive = _decide_rung(alive, r, n_steps, r == rungs - 1, eta, naive, loss_tolerance)
-                if not alive:
+                at.alive = _decide_rung(at.alive, r, n_steps, r == rungs - 1, eta, naive, loss_tolerance)
+                if not at.alive:
                     break
     except (Stopped, KeyboardInterrupt):  # a stop, or a KeyboardInterrupt a runner let through: keep what finished
         interrupted = True
     winner, tied, speedup = None, (), None
-    if not interrupted and error is None and alive and all(rungs - 1 in t.runs for t in alive):
-        winner, tied, speedup = _final(alive, rungs - 1, naive, noise)
+    if not interrupted and error is None and at.alive and all(rungs - 1 in t.runs for t in at.alive):
+        winner, tied, speedup = _final(at.alive, rungs - 1, naive, noise)
     runs.report(finished=True, stopped="interrupted" if interrupted else "stopped: the naive run failed"
                 if error else "")
     return SweepResult(baseline=base, space=p.space, rung_steps=steps, eta=eta,
