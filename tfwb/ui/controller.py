@@ -25,8 +25,8 @@ when there is a ``logdir``. A runner that raises gives a ``"failed"`` result (a
 Tuning. ``tune(max_runs)`` runs ``tfwb.search.tune_loop.tune`` from ``config()`` through the same runner,
 stop flag and interrupt bridge as a run: every run it makes is recorded like a click's run
 (``on_run_start`` / ``on_result``), each event it sends (``tfwb.search.tune_events``) goes to
-``on_tune_event``, and at the end
-the best configuration's knobs are set (``set_changes``) and ``on_tune_end`` is told.
+``on_tune_event``, and at the end the best configuration's knobs are set (``set_changes``) and
+``on_tune_end`` is told.
 """
 from __future__ import annotations
 
@@ -39,11 +39,11 @@ from tfwb import report
 from tfwb.config import RunConfig
 from tfwb.analysis import Analysis
 from tfwb.history import History
+from tfwb.interrupts import INTERRUPTED as INTERRUPT_REASON  # + " (kernel interrupt)", " (KeyboardInterrupt)"
 from tfwb.interrupts import InterruptBridge, kernel_loop
 from tfwb.lifecycle import new_run_id, now_iso
 from tfwb.observers import Observer, Progress, StopFlag
 from tfwb.records import RunResult
-from tfwb.interrupts import INTERRUPTED as INTERRUPT_REASON  # + " (kernel interrupt)", " (KeyboardInterrupt)"
 from tfwb.search.tune_events import TuneEvent
 from tfwb.search.tune_loop import Comparer, check_arguments
 from tfwb.search.tune_loop import tune as tune_loop
