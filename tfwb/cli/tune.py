@@ -95,7 +95,6 @@ def cmd_tune(parser: argparse.ArgumentParser, args: argparse.Namespace, runner: 
     if args.json:
         say(json.dumps(result.to_dict(), indent=1, default=str))
     else:
-        for line in result.text().splitlines():
-            if not line.startswith("trial "):
-                say(line)
+        for line in result.closing_text().splitlines():
+            say(line)
     return EXIT_INTERRUPTED if result.interrupted else 0

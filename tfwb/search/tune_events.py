@@ -101,7 +101,7 @@ class TuneDone:
 
     def text(self) -> str:
         """The closing text: best against start, the costs, the headroom and why it stopped."""
-        return "\n".join(line for line in self.tuning.text().splitlines() if not line.startswith("trial "))
+        return self.tuning.closing_text()
 
 
 TuneEvent = Union[StartRun, TrialStarted, RoundDone, TrialDone, TuneDone]

@@ -168,7 +168,12 @@ class Tuning:
             >>> print(t.text())     # doctest: +SKIP
             trial 1: steps_per_execution=8: at most 3.1x; measured 1.41x (CI 1.35-1.50x); kept: ...
         """
-        lines = [f"trial {i}: {t.line()}" for i, t in enumerate(self.trials, 1)]
+        return "\n".join([f"trial {i}: {t.line()}" for i, t in enumerate(self.trials, 1)] + [self.closing_text()])
+
+    def closing_text(self) -> str:
+        """``text()`` after its trial lines: best against start, the runs, the headroom left, and why no
+        further knob can take it (or that the tune was interrupted)."""
+        lines = []
         if self.kept:
             what = ", ".join(t.change for t in self.kept)
             lines.append(f"best: {what}: {self.gain:.2f}x faster than the start (the product of the kept "
@@ -217,6 +222,6 @@ class Tuning:
         head = "".join(f"<th>{h}</th>" for h in ("change", "bound", "measured", "decision", "reason"))
         rows = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row.values()) + "</tr>"
                        for row in self.table())
-        end = [line for line in self.text().splitlines() if not line.startswith("trial ")]
+        end = self.closing_text().splitlines()
         return (f"<table><tr>{head}</tr>{rows}</table><p>"
                 + "<br>".join(html.escape(line) for line in end) + "</p>")

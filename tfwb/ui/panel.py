@@ -321,8 +321,7 @@ class WorkbenchPanel(ControllerEvents):
         if error is not None:
             self._tune_lines.append(_red(f"tune ended: {type(error).__name__}: {error}"))
         else:
-            end = [line for line in tuning.text().splitlines() if not line.startswith("trial ")]
-            self._tune_lines.extend(html.escape(line) for line in end)
+            self._tune_lines.extend(html.escape(line) for line in tuning.closing_text().splitlines())
             if tuning.changes():
                 self._tune_lines.append("<b>The knobs now hold the best configuration.</b>")
         # The bar last showed a comparison's rounds or "stopping…": say how the tune ended instead.
