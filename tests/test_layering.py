@@ -1,13 +1,13 @@
 """The import layering of tfwb, read from the source with ``ast`` (nothing is imported).
 
-ARCHITECTURE.md (at the repository root), the layers: pure core <- utilization <- tf <- ui, cli; nothing below imports
-what is above. For every module of the package, one case checks what its module-level
-imports (those that run when it is imported: not inside a function, not under
-``if TYPE_CHECKING:``) may reach:
+ARCHITECTURE.md (at the repository root), its layers: pure core <- utilization <- tf <- ui,
+cli; nothing below imports what is above. For every module of the package, one case checks
+what its module-level imports (those that run when it is imported: not inside a function,
+not under ``if TYPE_CHECKING:``) may reach:
 
-* layers: core (``tfwb/*.py``, ``expect/``, ``search/``) imports only core; ``utilization/``
-  imports core and utilization; ``tf/`` imports core, utilization and tf; ``ui/`` and ``cli/``
-  import anything below them, but not each other;
+* layers: core (``tfwb/*.py``, ``advice/``, ``expect/``, ``search/``) imports only core;
+  ``utilization/`` imports core and utilization; ``tf/`` imports core, utilization and tf;
+  ``ui/`` and ``cli/`` import anything below them, but not each other;
 * the runner (``tfwb/tf/runner/``) imports neither ``tfwb/tf/lab/`` nor ``tfwb/tf/cluster/``;
 * pure modules (everything outside ``tfwb/tf/`` and ``tfwb/ui/``) import none of
   tensorflow, keras, IPython, ipywidgets or matplotlib;

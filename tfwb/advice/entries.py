@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
-from tfwb.advice.bounds import BoundRule, precision_bound, steps_bound, xla_bound, input_wait_bound
+from tfwb.advice.bounds import BoundRule, input_wait_bound, precision_bound, steps_bound, xla_bound
 from tfwb.advice.rules import (Rule, batch_rule, input_rule, jit_rule, precision_rule, steps_rule,
                                strategy_rule, sync_rule, tf32_rule, timing_rule)
 from tfwb.hardware import Machine
