@@ -34,6 +34,7 @@ from tfwb.expect import check
 from tfwb.history import load_results
 from tfwb.records import RunResult, Sample
 from tfwb.stats import compare
+from tfwb import search  # noqa: F401 - the package (tfwb.search.plan, ...); tfwb.sweep is lazy, below
 from tfwb.workloads import register_workload
 
 renamed.install()   # old module names (tfwb 0.1) import with a DeprecationWarning
