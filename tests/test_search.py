@@ -497,6 +497,24 @@ def test_notebook_progress_bar_follows_the_sweep():
     assert bar.bar.bar_style == "danger" and bar.text.value.startswith("interrupted: 2 runs")
 
 
+def test_one_run_recorder_keeps_the_sweeps_runs_of_full_length_and_every_run_of_the_tune(tmp_path):
+    from tfwb import interrupts, lifecycle
+    from tfwb.search.recorder import INTERRUPTED, RunRecorder, Stopped
+
+    assert INTERRUPTED == "interrupted by the user" and lifecycle.INTERRUPTED is interrupts.INTERRUPTED
+    for resumable, kept in ((True, 0), (False, 1)):     # the sweep's policy, then the tune's
+        store = History(tmp_path / f"{resumable}.jsonl")
+        rec = RunRecorder(FakeRunner(stop_at=(1, 2)), store, StopFlag(), resumable=resumable)
+        with pytest.raises(Stopped):
+            rec.run(BASE.replace(steps=4), [rec.flag])  # a Stop click during the run: cut short
+        assert rec.made == kept and len(store.load()) == kept
+        with pytest.raises(Stopped):
+            rec.run(BASE.replace(steps=4), [rec.flag])  # stopped between runs: nothing runs
+        assert rec.made == kept
+    rec = RunRecorder(FakeRunner(), None, StopFlag(), resumable=True)
+    assert rec.run(BASE.replace(steps=4), [rec.flag]).ok and rec.made == 1
+
+
 def test_import_tfwb_exports_the_sweep_function():
     from tfwb.tf.lab.sweep import sweep             # the search with tfwb.run handed in
     assert tfwb.sweep is sweep and "sweep" in tfwb.__all__

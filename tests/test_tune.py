@@ -233,6 +233,18 @@ def test_an_interrupt_keeps_the_finished_trials_and_says_so():
     assert rounds == [("steps_per_execution=8", r, 10) for r in range(1, 10)]   # the kept trial's 9 rounds
 
 
+def test_progress_arrives_as_typed_events_in_order():
+    events = []
+    t = tune(cfg(), max_runs=1, runner=Runner(), compare=Compare(), progress=events.append)
+    kinds = [type(e).__name__ for e in events]
+    assert kinds[:2] == ["StartRun", "TrialStarted"] and kinds[-2:] == ["TrialDone", "TuneDone"]
+    assert set(kinds[2:-2]) == {"RoundDone"}
+    assert events[2].text() == "steps_per_execution=8 against the best: round 1 / 10"
+    assert events[0].text() == "start: running mlp" and events[-2].trial is t.trials[0]
+    assert events[-2].text() == t.text().splitlines()[0] and events[-1].tuning is t
+    assert t.text() == "\n".join([events[-2].text(), events[-1].text()])
+
+
 # -- python -m tfwb tune ----------------------------------------------------------------------------
 def test_the_command_prints_each_trial_and_exits_by_outcome(capsys, tmp_path):
     from tfwb.cli.commands import build_parser, main, parse_args
