@@ -7,7 +7,8 @@ included). The loop is ``tfwb.tune`` (``tfwb.search.tune_loop``, with ``tfwb.run
 by ``tfwb.tf.lab.tune``); its events (``tfwb.search.tune_events``) are rendered here: each
 trial's line is printed as it finishes (the change, its bound, the measured interleaved
 speedup, kept or reverted, and why), then the best configuration against the start, the
-headroom left, and why no further knob can take it. ``--json`` prints the whole outcome as JSON instead of the closing text.
+headroom left, and why no further knob can take it. ``--json`` prints the whole outcome as
+JSON instead of the closing text.
 Ctrl-C stops the tune after the current step; the finished trials are printed and kept.
 
 Imports ``tfwb.cli.options`` and ``tfwb.cli.drawer``, never ``tfwb.cli.commands``; TensorFlow
