@@ -45,7 +45,8 @@ import tfwb.tf  # noqa: F401  (quiet TF import)
 from tfwb import RunConfig, expect, hardware, stats
 from tfwb.cli.drawer import Drawer
 from tfwb.history import History
-from tfwb.search import default_space, exhaustive, sweep
+from tfwb.search import default_space
+from tfwb.tf.lab.sweep import exhaustive, sweep
 from tfwb.search.space import run_key
 from tfwb.tf.lab.side_by_side import compare_interleaved
 

@@ -38,6 +38,7 @@ import time
 import tfwb.tf  # noqa: F401  (quiet TF import)
 import tfwb
 from tfwb import RunConfig, hardware, stats
+from tfwb.search.tune_events import LOGGED
 from tfwb.tf.lab.side_by_side import compare_interleaved
 
 STARTS = ("images", "cifar10", "text", "mlp", "mnist_convnet", "keras", "compute")
@@ -129,7 +130,8 @@ def one_start(name: str, args) -> dict:
     out = {"start": name, "config": start.to_dict()}
     print(f"== {name}: tune", flush=True)
     t0 = time.perf_counter()
-    tuning = tfwb.tune(start, max_runs=args.max_runs, rounds=args.rounds, progress=lambda line: print("  " + line))
+    tuning = tfwb.tune(start, max_runs=args.max_runs, rounds=args.rounds,
+                       progress=lambda event: print("  " + event.text()) if isinstance(event, LOGGED) else None)
     out["tune"] = {"runs": tuning.runs, "wall_s": round(time.perf_counter() - t0, 1),
                    "compare_s": round(tuning.compare_s, 1), "changes": tuning.changes(),
                    "gain": round(tuning.gain, 3), "text": tuning.text(), "trials": tuning.to_dict()["trials"]}

@@ -1,4 +1,4 @@
-"""Tests of chapter 01's additions: knobs that mean what they say, Tuning, sharding, the
+"""Tests of chapter 01's additions: knobs that mean what they say, PipelineSettings, sharding, the
 AUTOTUNE trace reader, the TF guide benchmark, and bad input (clear errors, earlier results kept)."""
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def test_prefetch_on_leaves_tf_data_its_prefetching_rewrites(data_dir):
 
 
 def test_tfdata_defaults_keep_every_rewrite(data_dir):
-    opt = build(cfg(), tfdata.Tuning(tfdata_defaults=True)).options().experimental_optimization
+    opt = build(cfg(), tfdata.PipelineSettings(tfdata_defaults=True)).options().experimental_optimization
     assert opt.inject_prefetch is None and opt.map_parallelization is None
     assert opt.map_and_batch_fusion is None and opt.parallel_batch is None
 
@@ -83,7 +83,7 @@ def test_knobs_off_pipeline_runs_as_written(data_dir):
 
 
 def test_tfdata_defaults_fuse_and_parallelize_and_the_trace_says_so(data_dir):
-    trace = autotune.trace_pipeline(build(cfg(), tfdata.Tuning(tfdata_defaults=True)), batches=6)
+    trace = autotune.trace_pipeline(build(cfg(), tfdata.PipelineSettings(tfdata_defaults=True)), batches=6)
     structure = trace.structure()
     assert structure.splitlines()[0].startswith("MapAndBatch") and "fused by tf.data" in structure
     assert "ParallelMapV2   <- parallelized by tf.data (map_parallelization)" in structure
@@ -103,8 +103,8 @@ def test_all_knobs_on_trace_shows_prefetch_buffer_and_threadpool(data_dir):
 def test_interleave_gets_a_thread_per_read_in_flight(data_dir):
     assert tfdata.io_threads(cfg()) is None
     assert tfdata.io_threads(cfg(interleave=True)) >= tfdata.INTERLEAVE_CYCLE
-    assert tfdata.io_threads(cfg(interleave=True), tfdata.Tuning(io_threads=0)) is None
-    assert tfdata.io_threads(cfg(), tfdata.Tuning(io_threads=3)) == 3
+    assert tfdata.io_threads(cfg(interleave=True), tfdata.PipelineSettings(io_threads=0)) is None
+    assert tfdata.io_threads(cfg(), tfdata.PipelineSettings(io_threads=3)) == 3
     threads = build(cfg(interleave=True)).options().threading.private_threadpool_size
     assert threads == tfdata.io_threads(cfg(interleave=True))
 
@@ -115,7 +115,7 @@ def test_the_guides_naive_pipeline_gets_an_injected_prefetch():
     assert trace.stages[1].rewrite == "injected by tf.data (inject_prefetch)"
 
 
-# -- Tuning -------------------------------------------------------------------------------------------
+# -- PipelineSettings -------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("field, value", [
     ("map_parallel_calls", 0), ("map_parallel_calls", -1), ("map_parallel_calls", True),
     ("interleave_parallel_calls", 1.5), ("prefetch_buffer", 0), ("io_threads", -1),
@@ -123,12 +123,12 @@ def test_the_guides_naive_pipeline_gets_an_injected_prefetch():
 ])
 def test_tuning_refuses_bad_values_naming_the_field(field, value):
     with pytest.raises(ValueError, match=field):
-        tfdata.Tuning(**{field: value})
+        tfdata.PipelineSettings(**{field: value})
 
 
 def test_explicit_parallelism_and_buffer_are_used(data_dir):
     config = cfg(prefetch=True, parallel_map=True, interleave=True)
-    tuning = tfdata.Tuning(map_parallel_calls=2, interleave_parallel_calls=3, prefetch_buffer=5)
+    tuning = tfdata.PipelineSettings(map_parallel_calls=2, interleave_parallel_calls=3, prefetch_buffer=5)
     trace = autotune.trace_pipeline(build(config, tuning), batches=6)
     assert trace.stage("Prefetch").tuned["buffer_limit"] == (5,)
     assert trace.stage("ParallelInterleaveV4").tuned["parallelism"] == (3,)
@@ -142,7 +142,7 @@ def test_two_shards_are_disjoint_and_cover_the_data(data_dir, by_files):
     per_worker = SMALL.n_images // 2 // 16
     seen = []
     for index in (0, 1):
-        ds = build(cfg(), tfdata.Tuning(shard=(2, index), shard_files=by_files))
+        ds = build(cfg(), tfdata.PipelineSettings(shard=(2, index), shard_files=by_files))
         seen.append([int(v) for _, y in ds.take(per_worker) for v in y.numpy()])
     assert len(seen[0]) == len(seen[1]) == SMALL.n_images // 2
     assert sorted(seen[0] + seen[1]) == sorted(files.labels)
@@ -152,7 +152,7 @@ def test_two_shards_are_disjoint_and_cover_the_data(data_dir, by_files):
 
 def test_generator_source_shards_too(data_dir):
     files = images.ensure_images("small", 0)
-    ds = build(cfg(data_source="generator"), tfdata.Tuning(shard=(2, 1)))
+    ds = build(cfg(data_source="generator"), tfdata.PipelineSettings(shard=(2, 1)))
     _, y = next(iter(ds))
     assert y.numpy().tolist() == files.labels[1::2][:16]
 
@@ -255,7 +255,7 @@ def test_scan_reports_each_value_and_refuses_unknown_settings(data_dir):
 
 def test_train_on_times_any_dataset_like_run(data_dir):
     config = cfg()
-    result = autotune.train_on(config, build(config, tfdata.Tuning(tfdata_defaults=True)),
+    result = autotune.train_on(config, build(config, tfdata.PipelineSettings(tfdata_defaults=True)),
                                label="tf.data defaults")
     assert result.ok and len(result.step_times_s) == 3 and len(result.input_wait_s) == 3
     assert result.config.label == "tf.data defaults"

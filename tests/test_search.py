@@ -497,7 +497,26 @@ def test_notebook_progress_bar_follows_the_sweep():
     assert bar.bar.bar_style == "danger" and bar.text.value.startswith("interrupted: 2 runs")
 
 
+def test_one_run_recorder_keeps_the_sweeps_runs_of_full_length_and_every_run_of_the_tune(tmp_path):
+    from tfwb import interrupts, lifecycle
+    from tfwb.search.recorder import INTERRUPTED, RunRecorder, Stopped
+
+    assert INTERRUPTED == "interrupted by the user" and lifecycle.INTERRUPTED is interrupts.INTERRUPTED
+    for resumable, kept in ((True, 0), (False, 1)):     # the sweep's policy, then the tune's
+        store = History(tmp_path / f"{resumable}.jsonl")
+        rec = RunRecorder(FakeRunner(stop_at=(1, 2)), store, StopFlag(), resumable=resumable)
+        with pytest.raises(Stopped):
+            rec.run(BASE.replace(steps=4), [rec.flag])  # a Stop click during the run: cut short
+        assert rec.made == kept and len(store.load()) == kept
+        with pytest.raises(Stopped):
+            rec.run(BASE.replace(steps=4), [rec.flag])  # stopped between runs: nothing runs
+        assert rec.made == kept
+    rec = RunRecorder(FakeRunner(), None, StopFlag(), resumable=True)
+    assert rec.run(BASE.replace(steps=4), [rec.flag]).ok and rec.made == 1
+
+
 def test_import_tfwb_exports_the_sweep_function():
+    from tfwb.tf.lab.sweep import sweep             # the search with tfwb.run handed in
     assert tfwb.sweep is sweep and "sweep" in tfwb.__all__
 
 
@@ -601,7 +620,7 @@ def test_the_drawer_redraws_one_line_on_a_tty_and_writes_a_line_per_run_elsewher
 def test_a_tiny_real_sweep_in_small_mode(tmp_path):
     path = tmp_path / "runs.jsonl"
     base = RunConfig(workload="mlp", size="small", warmup_steps=1, batch_size=32)
-    r = sweep(base, {"steps_per_execution": [1, 2]}, min_steps=4, eta=2, rungs=2, history=path)
+    r = tfwb.sweep(base, {"steps_per_execution": [1, 2]}, min_steps=4, eta=2, rungs=2, history=path)
     assert r.finished, r.summary()
     assert r.winner is not None and r.speedup is not None
     results = load_results(path)

@@ -13,7 +13,10 @@ from tfwb import RunConfig, stats
 from tfwb.hardware import DESCRIBED
 from tfwb.history import History
 from tfwb.observers import StopFlag
-from tfwb.tuning import FAILED, KEPT, REVERTED, candidates, tune
+from tfwb.search.tune_changes import rank_changes
+from tfwb.search.tune_events import RoundDone
+from tfwb.search.tune_result import FAILED, KEPT, REVERTED
+from tfwb.tf.lab.tune import tune
 
 from fakes import FakeRunner, failed_result, make_result
 
@@ -83,14 +86,14 @@ def test_candidates_rank_by_bound_and_say_why_each_is_skipped():
     # neither the wait nor the FLOPs: 1 / (0.47 + 0.5), 1.03x, within the noise.
     r = make_result(cfg(workload="images", data_source="files"), step_s=1.0, wait_s=0.47, fingerprint=GPU,
                     mfu=0.5)
-    ranked, skipped = candidates(r, epoch_examples=lambda c: 10_000)
+    ranked, skipped = rank_changes(r, epoch_examples=lambda c: 10_000)
     changes = [c.change for c in ranked]
     assert changes[0] == "interleave=True"                  # 1.9x, files behind a storage latency: reads first
     assert changes.index("prefetch=True") < changes.index("mixed_precision='mixed_bfloat16'")  # unknown last
     why = {c.change: c.skip for c in skipped}
     assert "less than one epoch (10,000)" in why["cache=True"]
     assert "within the noise" in why["jit_compile=True"] and "within the noise" in why["steps_per_execution=8"]
-    ranked2, skipped2 = candidates(r, tried=[("prefetch", True)])
+    ranked2, skipped2 = rank_changes(r, tried=[("prefetch", True)])
     assert "tried already" in {c.change: c.skip for c in skipped2}["prefetch=True"]
     assert "cache=True" in [c.change for c in ranked2]        # epoch unknown: not ruled out
 
@@ -99,7 +102,7 @@ def test_on_a_cpu_an_input_bound_run_tries_its_input_knobs_before_a_smaller_stri
     # chapter 00's naive images run: waiting 69 % for input, MFU 6 %: input knobs 3.2x (not strict on a CPU:
     # the pipeline shares the cores), steps per call and XLA 1 / (0.69 + 0.06) = 1.3x
     r = make_result(cfg(workload="images", data_source="files"), step_s=0.2, wait_s=0.138, mfu=0.06)
-    ranked, _ = candidates(r, hardware=DESCRIBED["binder-2core-avx2"], epoch_examples=lambda c: 10_000)
+    ranked, _ = rank_changes(r, hardware=DESCRIBED["binder-2core-avx2"], epoch_examples=lambda c: 10_000)
     assert not ranked[0].bound.strict and ranked[0].bound.speedup == pytest.approx(1 / (1 - 0.69), rel=0.01)
     assert ranked[0].knob in ("interleave", "prefetch", "parallel_map")
 
@@ -112,16 +115,16 @@ def test_on_equal_input_bounds_a_cache_goes_first_where_the_run_reads_its_data_t
     r = make_result(cfg(workload="images", data_source="files"), step_s=0.2, wait_s=0.156, mfu=0.05)
     need = r.config.batch_size * sum(r.config.calls)
     five, one_and_half = (lambda c: need // 5), (lambda c: need * 2 // 3)
-    ranked, _ = candidates(r, hardware=DESCRIBED["binder-2core-avx2"], epoch_examples=five)
+    ranked, _ = rank_changes(r, hardware=DESCRIBED["binder-2core-avx2"], epoch_examples=five)
     assert ranked[0].change == "cache=True" and ranked[0].bound.speedup == pytest.approx(1 / (1 - 0.78), rel=0.01)
     assert "reads its data 5 times" in ranked[0].order_note     # said, since the diagnosis suggests interleave
-    ranked, _ = candidates(r, hardware=DESCRIBED["binder-2core-avx2"], epoch_examples=one_and_half)
+    ranked, _ = rank_changes(r, hardware=DESCRIBED["binder-2core-avx2"], epoch_examples=one_and_half)
     assert ranked[0].change == "interleave=True" and [c.knob for c in ranked].index("cache") > 0
 
 
 def test_a_knob_this_machine_cannot_honour_is_skipped_with_its_reason():
     r = make_result(cfg(data_source="memory"), mfu=0.3)
-    _, skipped = candidates(r, hardware=DESCRIBED["binder-2core-avx2"])
+    _, skipped = rank_changes(r, hardware=DESCRIBED["binder-2core-avx2"])
     why = {c.change: c.skip for c in skipped}
     assert why["mixed_precision='mixed_float16'"].startswith("this machine cannot honour it")
 
@@ -132,7 +135,8 @@ def test_tune_keeps_what_is_faster_reverts_what_is_not_and_appends_to_the_histor
     History(path).append(make_result(cfg(label="earlier")))
     seen = []
     compare = Compare()
-    t = tune(cfg(), max_runs=4, runner=Runner(), compare=compare, history_path=path, progress=seen.append)
+    t = tune(cfg(), max_runs=4, runner=Runner(), compare=compare, history_path=path,
+             progress=lambda event: seen.append(event.text()))
     decisions = {tr.change: tr.decision for tr in t.trials}
     assert decisions["steps_per_execution=8"] == KEPT
     assert decisions["jit_compile=True"] == REVERTED
@@ -222,11 +226,23 @@ def test_an_interrupt_keeps_the_finished_trials_and_says_so():
     ticks = iter(range(1000))
     rounds = []
     t = tune(cfg(), max_runs=4, runner=runner, compare=comparer, stop=flag, clock=lambda: float(next(ticks)),
-             on_round=lambda change, done, total: rounds.append((change, done, total)))
+             progress=lambda e: rounds.append((e.change, e.done, e.total)) if isinstance(e, RoundDone) else None)
     assert t.interrupted and len(t.trials) == 1 and t.trials[0].decision == KEPT
     assert "interrupted: its 1 finished trial is kept" in t.text()
     assert t.compare_s > t.trials[0].compare_s > 0          # the interrupted comparison's seconds count too
     assert rounds == [("steps_per_execution=8", r, 10) for r in range(1, 10)]   # the kept trial's 9 rounds
+
+
+def test_progress_arrives_as_typed_events_in_order():
+    events = []
+    t = tune(cfg(), max_runs=1, runner=Runner(), compare=Compare(), progress=events.append)
+    kinds = [type(e).__name__ for e in events]
+    assert kinds[:2] == ["StartRun", "TrialStarted"] and kinds[-2:] == ["TrialDone", "TuneDone"]
+    assert set(kinds[2:-2]) == {"RoundDone"}
+    assert events[2].text() == "steps_per_execution=8 against the best: round 1 / 10"
+    assert events[0].text() == "start: running mlp" and events[-2].trial is t.trials[0]
+    assert events[-2].text() == t.text().splitlines()[0] and events[-1].tuning is t
+    assert t.text() == "\n".join([events[-2].text(), events[-1].text()])
 
 
 # -- python -m tfwb tune ----------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from tfwb.expect import check
 from tfwb.history import load_results
 from tfwb.records import RunResult, Sample
 from tfwb.stats import compare
-from tfwb.search import sweep  # the function; the package is tfwb.search (from tfwb.search import SweepResult)
+from tfwb import search  # noqa: F401 - the package (tfwb.search.plan, ...); tfwb.sweep is lazy, below
 from tfwb.workloads import register_workload
 
 renamed.extend_path(__name__, __path__)   # names moved in 0.3 import from tfwb/_moved/ until 0.4, with a warning
@@ -61,7 +61,8 @@ _LAZY = {
     "chapter": ("tfwb.tf.lab.chapter", "chapter"),
     "predict": ("tfwb.prediction", "predict"),          # a reader's prediction of a change (pure)
     "calibration": ("tfwb.scorecard", "calibration"),   # many scored predictions summed up (pure)
-    "tune": ("tfwb.tuning", "tune"),    # diagnose, try the best-bounded change, keep it if faster (pure; runs tfwb.run)
+    "sweep": ("tfwb.tf.lab.sweep", "sweep"),  # the pure search (tfwb.search.halving) with tfwb.run handed in
+    "tune": ("tfwb.tf.lab.tune", "tune"),    # the pure loop (tfwb.search.tune_loop) with tfwb.run handed in
 }
 
 

@@ -1,6 +1,8 @@
 """The one SIGINT bridge: a kernel interrupt or Ctrl-C becomes a stop request.
 
-Owns ``InterruptBridge`` (SIGINT -> ``on_interrupt()`` while armed) and ``kernel_loop``.
+Owns ``InterruptBridge`` (SIGINT -> ``on_interrupt()`` while armed), ``kernel_loop``, and
+``INTERRUPTED``, the one stop reason of a user's interrupt (the runners' lifecycle, the
+Workbench, the sweep and the tune all import it from here).
 The Workbench and the sweep both arm one around a run, with a
 ``tfwb.observers.StopFlag``: ``InterruptBridge(lambda: flag.set("interrupted by the
 user", interrupted=True))``, so the run ends after its current step with status
@@ -37,6 +39,10 @@ import signal
 import threading
 from typing import Any, Callable, Optional
 
+__all__ = ["InterruptBridge", "kernel_loop", "INTERRUPTED"]
+
+#: The stop reason of a user's interrupt (Ctrl-C, a kernel interrupt): the one definition.
+INTERRUPTED = "interrupted by the user"
 #: How long to wait before retrying to (un)install while a kernel message handler runs.
 RETRY_S = 0.05
 

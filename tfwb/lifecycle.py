@@ -23,14 +23,13 @@ import uuid
 from typing import Any, Callable, Collection, List, Optional, Sequence
 
 from tfwb.config import RunConfig
+from tfwb.interrupts import INTERRUPTED
 from tfwb.limits_record import Limits
 from tfwb.observers import Dispatch, RunState, StepLog
 from tfwb.records import Note, RunResult
 
-__all__ = ["Lifecycle", "result_from_log", "run_clock", "observer_note", "now_iso", "new_run_id"]
+__all__ = ["Lifecycle", "result_from_log", "run_clock", "observer_note", "now_iso", "new_run_id", "INTERRUPTED"]
 
-#: The stop reason of a KeyboardInterrupt that reaches a runner (Ctrl-C in a terminal or cell).
-INTERRUPTED = "interrupted by the user"
 
 
 def now_iso() -> str:

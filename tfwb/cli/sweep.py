@@ -7,8 +7,8 @@ an option, exactly as ``run`` does (``--batch-size 32``); ``--knob NAME=V1,V2,..
 (repeatable) names a knob to search and its values, spelt as the knob's option takes
 them. Without ``--knob`` the sweep searches ``tfwb.search.space.default_space`` (every knob
 declared with ``sweep=(values...)``). The search
-is ``tfwb.sweep`` (successive halving), its runner called as ``runner(cfg, observers)``;
-its bar is ``tfwb.cli.drawer.Drawer.sweep``.
+is ``tfwb.sweep`` (successive halving, ``tfwb.tf.lab.sweep``), its runner called as
+``runner(cfg, observers)``; its bar is ``tfwb.cli.drawer.Drawer.sweep``.
 
 ``--out DIR`` writes ``runs.jsonl`` (every run, appended as it finishes), then
 ``report.md``, ``rungs.png``, ``finalists.png`` and ``sweep.json``. A folder that
@@ -17,7 +17,8 @@ there) or ``--resume`` (reuse the runs in its ``runs.jsonl``). Ctrl-C stops the 
 after the current step of its current run; every finished run stays in ``runs.jsonl``,
 and ``--resume`` goes on from there.
 
-Imports ``tfwb.cli.options`` and ``tfwb.cli.drawer``, never ``tfwb.cli.commands``.
+Imports ``tfwb.cli.options`` and ``tfwb.cli.drawer``, never ``tfwb.cli.commands``; TensorFlow
+loads only when the command runs.
 
 Exit status: 0 when the sweep finished, 1 when it could not judge (the naive run
 failed) or a file could not be written, 2 for a bad option (an unknown knob or
@@ -37,7 +38,7 @@ from tfwb.cli.options import EXIT_INTERRUPTED, PROG, HelpFormatter, add_knob_opt
 from tfwb.config import KNOBS, RunConfig
 from tfwb.hardware import detect
 from tfwb.knobs import sweep_space
-from tfwb.search import SweepResult, sweep
+from tfwb.search import SweepResult
 from tfwb.search.halving import Runner
 from tfwb.search.space import FIXED_KNOBS, check_space
 
@@ -229,6 +230,8 @@ def cmd_sweep(parser: argparse.ArgumentParser, args: argparse.Namespace,
     out = _out_folder(parser, args)
     history = os.path.join(out, RUNS_FILE) if out else None
     show = sys.stderr.isatty() if args.progress is None else args.progress
+    from tfwb.tf.lab.sweep import sweep         # TensorFlow loads now, not for --help
+
     with stderr_for_drawing() as err:
         drawer = Drawer(err) if show else None
         try:

@@ -3,13 +3,16 @@
     python -m tfwb tune --workload mlp --data-source memory --max-runs 4 --history runs/tune.jsonl
 
 The start takes every knob as an option, exactly as ``run`` does (``--workload module:function``
-included). The loop is ``tfwb.tune`` (``tfwb.tuning``): each trial's line is printed as it
-finishes (the change, its bound, the measured interleaved speedup, kept or reverted, and why),
-then the best configuration against the start, the headroom left, and why no further knob
-can take it. ``--json`` prints the whole outcome as JSON instead of the closing text.
+included). The loop is ``tfwb.tune`` (``tfwb.search.tune_loop``, with ``tfwb.run`` handed in
+by ``tfwb.tf.lab.tune``); its events (``tfwb.search.tune_events``) are rendered here: each
+trial's line is printed as it finishes (the change, its bound, the measured interleaved
+speedup, kept or reverted, and why), then the best configuration against the start, the
+headroom left, and why no further knob can take it. ``--json`` prints the whole outcome as
+JSON instead of the closing text.
 Ctrl-C stops the tune after the current step; the finished trials are printed and kept.
 
-Imports ``tfwb.cli.options`` and ``tfwb.cli.drawer``, never ``tfwb.cli.commands``.
+Imports ``tfwb.cli.options`` and ``tfwb.cli.drawer``, never ``tfwb.cli.commands``; TensorFlow
+loads only when the command runs.
 
 Exit status: 0 when the tune finished, 1 when the baseline failed or the history could not
 be written, 2 for a bad option (naming it and what is allowed), 130 when interrupted.
@@ -23,7 +26,8 @@ from typing import Any, Callable, Optional
 from tfwb.cli.drawer import say
 from tfwb.cli.options import EXIT_INTERRUPTED, PROG, HelpFormatter, add_knob_options, knob_changes
 from tfwb.config import RunConfig
-from tfwb.tuning import Comparer, Runner, tune
+from tfwb.search.tune_events import LOGGED, TrialDone, TuneEvent
+from tfwb.search.tune_loop import Comparer, Runner
 
 #: tune's own options, beside the knobs.
 TUNE_OPTIONS = ("max_runs", "history", "json", "rounds")
@@ -70,11 +74,13 @@ def cmd_tune(parser: argparse.ArgumentParser, args: argparse.Namespace, runner: 
     except ValueError as e:
         parser.error(str(e))
 
-    def show(line: str) -> None:
-        if line.startswith("trial "):
-            say(line)
-        else:
-            (progress or (lambda text: say(text, err=True)))(line)
+    def show(event: TuneEvent) -> None:
+        if isinstance(event, TrialDone):
+            say(event.text())
+        elif isinstance(event, LOGGED):
+            (progress or (lambda text: say(text, err=True)))(event.text())
+
+    from tfwb.tf.lab.tune import tune          # TensorFlow loads now, not for --help
 
     try:
         result = tune(start, max_runs=args.max_runs, rounds=args.rounds, history_path=args.history,
@@ -90,7 +96,6 @@ def cmd_tune(parser: argparse.ArgumentParser, args: argparse.Namespace, runner: 
     if args.json:
         say(json.dumps(result.to_dict(), indent=1, default=str))
     else:
-        for line in result.text().splitlines():
-            if not line.startswith("trial "):
-                say(line)
+        for line in result.closing_text().splitlines():
+            say(line)
     return EXIT_INTERRUPTED if result.interrupted else 0

@@ -1,18 +1,28 @@
-"""Sweeps: a search over knobs for the fastest configuration that still trains correctly.
+"""How to search for a faster configuration: the sweep and the tune, side by side.
 
-``tfwb.sweep(baseline, space)`` is the function; this package holds its parts, one
-concept per module:
+``tfwb.sweep(baseline, space)`` searches a space of knobs by successive halving;
+``tfwb.tune(baseline)`` walks from a run to the change its diagnosis bounds highest, keeping
+what an interleaved comparison calls faster. This package holds their parts, one concept
+per module:
 
-- ``space``: the knob space (the default space, checking a space, its candidates);
+- ``space``: the sweep's knob space (the default space, checking a space, its candidates);
 - ``rungs``: what a sweep will run (``plan``: the candidates, the steps of each rung),
   before anything runs, and how long it should take (``Plan.estimate_s``, ``fit_plan``);
-- ``search``: successive halving (``sweep``) and the exhaustive grid it replaces;
-- ``rule``: what "trains correctly" means (the naive run's loss drop, at equal examples seen);
-- ``result``: ``SweepResult`` and ``Trial``, how a run is scored, and their text;
-- ``progress``: ``SweepProgress``, what a progress bar is given.
+- ``halving``: successive halving (``sweep``) and the exhaustive grid it replaces;
+- ``loss_rule``: what "trains correctly" means (the naive run's loss drop, at equal examples
+  seen), for the sweep and the tune;
+- ``result``: ``SweepResult`` and ``Trial``, how a sweep's run is scored, and their text;
+- ``progress``: ``SweepProgress``, what a sweep's progress bar is given;
+- ``recorder``: ``RunRecorder``, the runs of one search (the stop flag, the interrupt
+  bridge, the history), shared by the sweep and the tune;
+- ``tune_changes``: ``Change`` and ``rank_changes``, what the tune may try next;
+- ``tune_loop``: the tune's loop (``tune``, with the runner and the comparison handed in;
+  ``tfwb.tune`` is ``tfwb.tf.lab.tune.tune``, which hands in ``tfwb.run``);
+- ``tune_result``: ``TuneTrial`` and ``Tuning``, what the tune found, and their text;
+- ``tune_events``: the typed events a running tune sends (``TrialStarted``, ``RoundDone``, ...).
 
 Pure: no TensorFlow, no UI library (charts: ``tfwb.ui.charts.candidates``; a notebook bar:
-``tfwb.ui.sweep_progress``; the command: ``tfwb.cli.sweep``).
+``tfwb.ui.sweep_progress``; the commands: ``tfwb.cli.sweep``, ``tfwb.cli.tune``).
 
 Example:
     >>> from tfwb import RunConfig

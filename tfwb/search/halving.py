@@ -29,11 +29,12 @@ sweep's step progress is a ``tfwb.observers.Progress`` observer and its stop a
 ``tfwb.observers.StopFlag``. Ctrl-C or a kernel interrupt sets that flag through
 ``tfwb.interrupts.InterruptBridge``: the run ends after its current step as
 ``"interrupted"`` and the sweep ends there, keeping every run that finished. Every
-finished run is appended to a ``tfwb.history.History`` as soon as it ends;
+finished run is appended to a ``tfwb.history.History`` as soon as it ends (the flag,
+the bridge and the history are the search's ``tfwb.search.recorder.RunRecorder``);
 ``resume=True`` reuses the runs already there (matched by configuration).
 
-The runner is injected (default ``tfwb.run``), so the search runs without TensorFlow
-in tests. Pure: this module imports neither TensorFlow nor any UI library.
+The runner is handed in (``tfwb.sweep``, ``tfwb.tf.lab.sweep.sweep``, gives ``tfwb.run``),
+so the search runs without TensorFlow in tests. Pure: this module imports neither TensorFlow nor any UI library.
 
 Example:
     >>> result = sweep(RunConfig(workload="images"), {"prefetch": [False, True],
@@ -51,12 +52,12 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 from tfwb import stats
 from tfwb.config import RunConfig
 from tfwb.history import History
-from tfwb.interrupts import InterruptBridge
 from tfwb.observers import Observer, Progress, StopFlag
 from tfwb.analysis.pairs import other_cpu_pct
 from tfwb.records import RunResult
 from tfwb.search.rungs import Plan, plan
 from tfwb.search.progress import SweepProgress
+from tfwb.search.recorder import INTERRUPTED, RunRecorder, Runner, Stopped
 from tfwb.search.loss_rule import judge
 from tfwb.search.result import (FAILED, FINALIST, PROMOTED, SLOWER, WINNER, WORSE, SweepResult, Trial,
                                 example_times_s)
@@ -64,34 +65,29 @@ from tfwb.search.space import run_key
 
 __all__ = ["sweep", "exhaustive", "GridResult", "Runner", "ProgressFn", "INTERRUPTED"]
 
-#: ``runner(cfg, observers) -> RunResult``: ``tfwb.run``, or a fake in tests.
-Runner = Callable[[RunConfig, Sequence[Observer]], RunResult]
 #: Called with a ``SweepProgress`` before and after every run and after every step.
 ProgressFn = Callable[[SweepProgress], None]
-#: The stop reason a Ctrl-C or kernel interrupt gives the run it stops.
-INTERRUPTED = "interrupted by the user"
-
-
-class _Stopped(Exception):
-    """The user stopped the sweep: it ends after keeping what finished."""
 
 
 class _Runs:
-    """Runs by configuration: reused from the history, or made now (and appended to it)."""
+    """Runs by configuration: reused from the history, or made now (through the search's ``RunRecorder``)."""
 
-    def __init__(self, runner: Runner, history: Optional[History], previous: Sequence[RunResult],
-                 progress: Optional[ProgressFn], planned: Callable[[], int], stop: StopFlag) -> None:
-        self.runner, self.history, self.progress, self.planned_fn, self.stop = (
-            runner, history, progress, planned, stop)
+    def __init__(self, recorder: RunRecorder, previous: Sequence[RunResult],
+                 progress: Optional[ProgressFn], ahead: "_Ahead") -> None:
+        self.recorder, self.progress, self.ahead = recorder, progress, ahead
         self.done: Dict[str, RunResult] = {}
         for res in previous:
             if res.status in ("ok", "failed", "diverged") and res.stop_reason is None:   # cut short: run again
                 self.done[run_key(res.config)] = res
-        self.made = 0
         self.reused = 0
         self.used: Dict[str, RunResult] = {}
         self.where = (0, 1, 0)               # rung, rungs, steps
         self.planned = 0
+
+    @property
+    def made(self) -> int:
+        """Runs made now (not reused)."""
+        return self.recorder.made
 
     @property
     def count(self) -> int:
@@ -106,31 +102,56 @@ class _Runs:
                                         stopped))
 
     def get(self, cfg: RunConfig) -> RunResult:
-        """The run of ``cfg``: reused, or made now. Raises ``_Stopped`` once the user stopped the sweep."""
+        """The run of ``cfg``: reused, or made now. Raises ``Stopped`` once the user stopped the sweep."""
         key = run_key(cfg)
         if key in self.used:
             return self.used[key]
         if self.progress is not None:
-            self.planned = self.planned_fn()
+            self.planned = self.ahead.planned(self)
         if key in self.done:
             res = self.done[key]
             self.reused += 1
         else:
-            if self.stop.is_set:             # stopped between runs
-                raise _Stopped()
+            self.recorder.check()            # stopped between runs
             self.report(cfg.label)
-            observers: List[Observer] = [self.stop]
+            observers: List[Observer] = [self.recorder.flag]
             if self.progress is not None:
                 observers.append(Progress(lambda done, total: self.report(cfg.label, done, total)))
-            res = self.runner(cfg, observers)
-            if res.status == "interrupted" or res.stop_reason is not None:
-                raise _Stopped()             # cut short: not a run of the rung's length; run again on resume
-            self.made += 1
-            if self.history is not None:
-                self.history.append(res)
+            res = self.recorder.record(cfg, observers)   # cut short: Stopped, not recorded; run again on resume
         self.used[key] = res
         self.report()
         return res
+
+
+class _Ahead:
+    """Where the sweep is (its rung, the trials still in it), and how many runs it may still make."""
+
+    def __init__(self, base: RunConfig, steps: Tuple[int, ...], rungs: int, eta: int,
+                 trials: Sequence[Trial]) -> None:
+        self.base, self.steps, self.rungs, self.eta = base, steps, rungs, eta
+        self.naive_trial = next((t for t in trials if t.candidate.is_naive), None)
+        self.rung = 0
+        self.alive: List[Trial] = list(trials)
+
+    def planned(self, runs: _Runs) -> int:
+        """Runs done plus the runs still ahead if every rung keeps 1/eta (an upper bound)."""
+        r, steps, rungs = self.rung, self.steps, self.rungs
+        ahead = {run_key(self.base.replace(steps=steps[-1]))}
+        ahead.update(run_key(t.config.replace(steps=steps[r])) for t in self.alive)
+        remaining = sum(1 for k in ahead if k not in runs.used)
+        n = len(self.alive)
+        for rr in range(r + 1, rungs):
+            n = max(1, math.ceil(n / self.eta))
+            remaining += n - (1 if rr == rungs - 1 and self.naive_trial in self.alive else 0)
+        return runs.count + remaining
+
+
+def _check_tolerance(loss_tolerance: Any) -> None:
+    if (isinstance(loss_tolerance, bool) or not isinstance(loss_tolerance, (int, float))
+            or not math.isfinite(loss_tolerance) or loss_tolerance < 0):
+        raise ValueError(f"loss_tolerance={loss_tolerance!r} is not allowed; loss_tolerance must be a "
+                         "finite number >= 0 (0.1: up to 10 % of the naive run's loss drop above "
+                         "its loss, after as many examples)")
 
 
 def _rank(trials: Iterable[Trial], rung: int) -> List[Trial]:
@@ -199,7 +220,7 @@ def _final(alive: List[Trial], last: int, naive: RunResult, noise: stats.NoiseBa
 
 def sweep(baseline: Optional[RunConfig] = None, space: Optional[Mapping[str, Iterable[Any]]] = None, *,
           min_steps: int = 10, eta: int = 3, rungs: int = 3, loss_tolerance: float = 0.10,
-          noise: Optional[stats.NoiseBand] = None, runner: Optional[Runner] = None,
+          noise: Optional[stats.NoiseBand] = None, runner: Runner,
           history: "Optional[os.PathLike[str] | str]" = None, resume: bool = False,
           progress: Optional[ProgressFn] = None, stop: Optional[StopFlag] = None,
           clock: Callable[[], float] = time.perf_counter) -> SweepResult:
@@ -223,7 +244,7 @@ def sweep(baseline: Optional[RunConfig] = None, space: Optional[Mapping[str, Ite
             naive run's loss drop over those examples (``tfwb.search.loss_rule``; 0.1: the candidate
             achieves at least 90 % of the naive run's drop; no drop: no allowance).
         noise: run-to-run noise band for the final comparison (``tfwb.stats.DEFAULT_NOISE``).
-        runner: ``runner(cfg, observers) -> RunResult``; default ``tfwb.run``.
+        runner: ``runner(cfg, observers) -> RunResult`` (``tfwb.sweep`` gives ``tfwb.run``).
         history: a JSON-lines file (``tfwb.history.History``) every finished run is
             appended to as it ends.
         resume: reuse the runs already in ``history`` (matched by configuration).
@@ -251,11 +272,7 @@ def sweep(baseline: Optional[RunConfig] = None, space: Optional[Mapping[str, Ite
         'prefetch'
     """
     t0 = clock()
-    if (isinstance(loss_tolerance, bool) or not isinstance(loss_tolerance, (int, float))
-            or not math.isfinite(loss_tolerance) or loss_tolerance < 0):
-        raise ValueError(f"loss_tolerance={loss_tolerance!r} is not allowed; loss_tolerance must be a "
-                         "finite number >= 0 (0.1: up to 10 % of the naive run's loss drop above "
-                         "its loss, after as many examples)")
+    _check_tolerance(loss_tolerance)
     p: Plan = plan(baseline, space, min_steps=min_steps, eta=eta, rungs=rungs)
     noise = stats.DEFAULT_NOISE if noise is None else noise
     steps, base = p.rung_steps, p.baseline
@@ -264,51 +281,34 @@ def sweep(baseline: Optional[RunConfig] = None, space: Optional[Mapping[str, Ite
     if previous and not resume:
         raise ValueError(f"history={store.path!r} already holds {len(previous)} runs; pass resume=True to "
                          "reuse them, or pick another file")
-    if runner is None:
-        from tfwb import run as runner          # tfwb.run: TensorFlow loads now, not at import
 
     trials = [Trial(c) for c in p.candidates]
-    naive_trial = next((t for t in trials if t.candidate.is_naive), None)
-    alive = list(trials)
-    rung = {"now": 0}
-
-    def planned() -> int:
-        """Runs done plus the runs still ahead if every rung keeps 1/eta (an upper bound)."""
-        r = rung["now"]
-        ahead = {run_key(base.replace(steps=steps[-1]))}
-        ahead.update(run_key(t.config.replace(steps=steps[r])) for t in alive)
-        remaining = sum(1 for k in ahead if k not in runs.used)
-        n = len(alive)
-        for rr in range(r + 1, rungs):
-            n = max(1, math.ceil(n / eta))
-            remaining += n - (1 if rr == rungs - 1 and naive_trial in alive else 0)
-        return runs.count + remaining
-
-    flag = StopFlag() if stop is None else stop
-    runs = _Runs(runner, store, previous, progress, planned, flag)
+    at = _Ahead(base, steps, rungs, eta, trials)
+    recorder = RunRecorder(runner, store, StopFlag() if stop is None else stop, resumable=True)
+    runs = _Runs(recorder, previous, progress, at)
     naive: Optional[RunResult] = None
     interrupted, error = False, None
     try:
-        with InterruptBridge(lambda: flag.set(INTERRUPTED, interrupted=True), inline=True):
+        with recorder.bridge():
             runs.where = (-1, rungs, steps[-1])
             naive = runs.get(base.replace(steps=steps[-1]))
             if not naive.ok:
                 error = (f"the naive run did not finish ({naive.status}: {naive.error or 'no measured steps'}), "
                          "so there is no loss to judge the others by")
             for r, n_steps in enumerate(steps if error is None else ()):
-                rung["now"] = r
+                at.rung = r
                 runs.where = (r, rungs, n_steps)
-                for t in alive:
+                for t in at.alive:
                     res = runs.get(t.config.replace(steps=n_steps))
                     t.runs[r] = res
-                alive = _decide_rung(alive, r, n_steps, r == rungs - 1, eta, naive, loss_tolerance)
-                if not alive:
+                at.alive = _decide_rung(at.alive, r, n_steps, r == rungs - 1, eta, naive, loss_tolerance)
+                if not at.alive:
                     break
-    except (_Stopped, KeyboardInterrupt):  # a stop, or a KeyboardInterrupt a runner let through: keep what finished
+    except (Stopped, KeyboardInterrupt):  # a stop, or a KeyboardInterrupt a runner let through: keep what finished
         interrupted = True
     winner, tied, speedup = None, (), None
-    if not interrupted and error is None and alive and all(rungs - 1 in t.runs for t in alive):
-        winner, tied, speedup = _final(alive, rungs - 1, naive, noise)
+    if not interrupted and error is None and at.alive and all(rungs - 1 in t.runs for t in at.alive):
+        winner, tied, speedup = _final(at.alive, rungs - 1, naive, noise)
     runs.report(finished=True, stopped="interrupted" if interrupted else "stopped: the naive run failed"
                 if error else "")
     return SweepResult(baseline=base, space=p.space, rung_steps=steps, eta=eta,
@@ -339,7 +339,7 @@ class GridResult:
 
 
 def exhaustive(baseline: Optional[RunConfig] = None, space: Optional[Mapping[str, Iterable[Any]]] = None, *,
-               steps: int = 90, loss_tolerance: float = 0.10, runner: Optional[Runner] = None,
+               steps: int = 90, loss_tolerance: float = 0.10, runner: Runner,
                history: "Optional[os.PathLike[str] | str]" = None, resume: bool = False,
                progress: Optional[ProgressFn] = None,
                clock: Callable[[], float] = time.perf_counter) -> GridResult:

@@ -24,10 +24,11 @@ the run as ``"interrupted"`` with the steps it finished), and a TensorBoard obse
 when there is a ``logdir``. A runner that raises gives a ``"failed"`` result (a
 ``KeyboardInterrupt`` an ``"interrupted"`` one): every run is recorded, never lost.
 
-Tuning. ``tune(max_runs)`` runs ``tfwb.tuning.tune`` from ``config()`` through the same runner,
+Tuning. ``tune(max_runs)`` runs ``tfwb.search.tune_loop.tune`` from ``config()`` through the same runner,
 stop flag and interrupt bridge as a run: every run it makes is recorded like a click's run
-(``on_run_start`` / ``on_result``), each line it says goes to ``on_tune_line``, and at the end
-the best configuration's knobs are set (``set_changes``) and ``on_tune_end`` is told.
+(``on_run_start`` / ``on_result``), each event it sends (``tfwb.search.tune_events``) goes to
+``on_tune_event``, and at the end the best configuration's knobs are set (``set_changes``) and
+``on_tune_end`` is told.
 """
 from __future__ import annotations
 
@@ -40,19 +41,21 @@ from tfwb.analysis.rows import pick_baseline
 from tfwb.analysis.session import Analysis
 from tfwb.config import RunConfig
 from tfwb.history import History
+from tfwb.interrupts import INTERRUPTED as INTERRUPT_REASON  # + " (kernel interrupt)", " (KeyboardInterrupt)"
 from tfwb.interrupts import InterruptBridge, kernel_loop
 from tfwb.lifecycle import new_run_id, now_iso
 from tfwb.observers import Observer, Progress, StopFlag
 from tfwb.records import RunResult
 from tfwb.text import short_changes
-from tfwb.tuning import Comparer, Tuning, check_arguments
-from tfwb.tuning import tune as tune_loop
+from tfwb.search.tune_events import TuneEvent
+from tfwb.search.tune_loop import Comparer, check_arguments
+from tfwb.search.tune_loop import tune as tune_loop
+from tfwb.search.tune_result import Tuning
 
 __all__ = ["WorkbenchController", "ControllerEvents", "KnobInput", "Runner", "STOP_REASON",
            "INTERRUPT_REASON", "applied_note", "total_steps"]
 
 STOP_REASON = "stopped by the user"          # + " (Stop button)", " (wb.stop())"
-INTERRUPT_REASON = "interrupted by the user"  # + " (kernel interrupt)", " (KeyboardInterrupt)"
 _BUSY = "a run is already in progress: click Stop or call wb.wait() first"
 
 #: ``runner(cfg, observers) -> RunResult``, the contract every runner keeps (``tfwb.run``).
@@ -100,11 +103,9 @@ class ControllerEvents:
     def on_tune_start(self, cfg: RunConfig, max_runs: int) -> None:
         """A tune of ``cfg`` starts (at most ``max_runs`` trials); its runs follow as runs do."""
 
-    def on_tune_line(self, line: str) -> None:
-        """The tune says where it is: a trial starts, or a trial's verdict (``Trial.line``)."""
-
-    def on_tune_round(self, change: str, rounds_done: int, rounds: int) -> None:
-        """A round of the interleaved comparison of ``change`` against the best so far ended."""
+    def on_tune_event(self, event: TuneEvent) -> None:
+        """The tune says where it is (``tfwb.search.tune_events``): the start, a trial starts, a round of its
+        interleaved comparison against the best so far ends, a trial's verdict, the end."""
 
     def on_tune_end(self, tuning: Optional[Tuning], error: Optional[BaseException]) -> None:
         """The tune ended: its ``Tuning`` (the best configuration's knobs are set), or the error that ended it."""
@@ -204,7 +205,7 @@ class WorkbenchController:
         self._thread: Optional[threading.Thread] = None
         self._stop_flag: Optional[StopFlag] = None
         self._progress_done = 0                   # what the Progress observer last saw
-        #: The tune's interleaved comparison (``tfwb.tuning.Comparer``); None: ``tfwb.compare_interleaved``.
+        #: The tune's interleaved comparison (``tfwb.search.tune_loop.Comparer``); None: ``tfwb.compare_interleaved``.
         self.compare: Optional[Comparer] = None
         #: The last finished tune's ``Tuning`` (None: none yet).
         self.tuning: Optional[Tuning] = None
@@ -410,7 +411,7 @@ class WorkbenchController:
 
     def tune(self, max_runs: int = 4, *, background: bool = False, raise_errors: bool = True,
              rounds: Optional[int] = None) -> Optional[Tuning]:
-        """Tune from ``config()`` (``tfwb.tuning.tune``), recording every run, then set the best knobs.
+        """Tune from ``config()`` (``tfwb.search.tune_loop.tune``), recording every run, then set the best knobs.
 
         Args:
             max_runs: the most trials (candidate runs), >= 1.
@@ -462,11 +463,13 @@ class WorkbenchController:
         epoch_examples = None
         if self._runner is None:   # tfwb.run: the epoch's length is known (cache first, or skipped on a short run)
             from tfwb.tf.lab.tune import epoch_examples
+        compare = self.compare
+        if compare is None:
+            from tfwb.tf.lab.side_by_side import compare_interleaved as compare
         try:
             try:
-                tuning = tune_loop(cfg, max_runs=max_runs, rounds=rounds, runner=runner, compare=self.compare,
-                                   stop=flag, progress=self.events.on_tune_line, epoch_examples=epoch_examples,
-                                   on_round=self.events.on_tune_round)
+                tuning = tune_loop(cfg, max_runs=max_runs, rounds=rounds, runner=runner, compare=compare,
+                                   stop=flag, progress=self.events.on_tune_event, epoch_examples=epoch_examples)
             except (RuntimeError, KeyboardInterrupt) as e:
                 self.events.on_tune_end(None, e)
                 if raise_errors:

@@ -35,6 +35,8 @@ from tfwb.analysis.session import RunView
 from tfwb.config import RunConfig
 from tfwb.knobs import Knob
 from tfwb.records import RunResult
+from tfwb.search.tune_events import RoundDone, TrialDone, TuneDone, TuneEvent
+from tfwb.search.tune_result import FAILED, KEPT, REVERTED
 from tfwb.ui.controller import ControllerEvents, WorkbenchController, total_steps
 from tfwb.ui.controls import KnobControl, knob_rows, set_tooltip
 
@@ -315,15 +317,19 @@ class WorkbenchPanel(ControllerEvents):
         self.tune_button.description = "Tuning\u2026"
         self._show_tune()
 
-    def on_tune_round(self, change: str, rounds_done: int, rounds: int) -> None:
-        """The bar counts the rounds of the comparison in progress (a trial makes no run until it is decided)."""
-        self.progress.bar_style = ""
-        self._move_bar(rounds_done, rounds, f"{html.escape(change)} against the best: round {rounds_done} / {rounds}")
-
-    def on_tune_line(self, line: str) -> None:
-        """One line per trial as it starts and as it is decided (kept green, reverted or failed red)."""
-        color = "green" if "; kept:" in line else _FAILED if ("; reverted:" in line or "; failed:" in line) else ""
-        text = html.escape(line)
+    def on_tune_event(self, event: TuneEvent) -> None:
+        """A round moves the bar (a trial makes no run until it is decided); the start and each trial, as it
+        starts and as it is decided (kept green, reverted or failed red), add a line; the end comes with
+        ``on_tune_end``."""
+        if isinstance(event, RoundDone):
+            self.progress.bar_style = ""
+            self._move_bar(event.done, event.total, html.escape(event.text()))
+            return
+        if isinstance(event, TuneDone):
+            return
+        decision = event.trial.decision if isinstance(event, TrialDone) else ""
+        color = "green" if decision == KEPT else _FAILED if decision in (REVERTED, FAILED) else ""
+        text = html.escape(event.text())
         self._tune_lines.append(f"<span style='color:{color}'>{text}</span>" if color else text)
         self._show_tune()
 
@@ -332,8 +338,7 @@ class WorkbenchPanel(ControllerEvents):
         if error is not None:
             self._tune_lines.append(_red(f"tune ended: {type(error).__name__}: {error}"))
         else:
-            end = [line for line in tuning.text().splitlines() if not line.startswith("trial ")]
-            self._tune_lines.extend(html.escape(line) for line in end)
+            self._tune_lines.extend(html.escape(line) for line in tuning.closing_text().splitlines())
             if tuning.changes():
                 self._tune_lines.append("<b>The knobs now hold the best configuration.</b>")
         # The bar last showed a comparison's rounds or "stopping…": say how the tune ended instead.

@@ -35,7 +35,7 @@ from tfwb import config as _config
 from tfwb import hardware as _hardware
 from tfwb.config import RunConfig
 from tfwb.records import RunResult
-from tfwb.tuning import Tuning
+from tfwb.search.tune_result import Tuning
 from tfwb.ui.controller import Runner, WorkbenchController
 from tfwb.ui.controls import build_controls
 from tfwb.ui.panel import WorkbenchPanel
@@ -243,7 +243,7 @@ class Workbench:
             rounds: interleaved rounds per trial (``tfwb.tune``'s default when None).
 
         Returns:
-            The ``tfwb.tuning.Tuning``; the knobs then hold its ``best`` configuration.
+            The ``tfwb.search.tune_result.Tuning``; the knobs then hold its ``best`` configuration.
 
         Raises:
             ValueError: for ``max_runs`` below 1 (naming it and what is allowed) or a bad knob value.

@@ -19,7 +19,7 @@ alternative, which needs no profiler, is ``scan``: fix the value yourself and
 time the pipeline at each setting, AUTOTUNE included.
 
 ``train_on`` trains a ``RunConfig``'s model on any dataset (e.g. one built with a
-``tfwb.tf.runner.pipeline.Tuning``) and returns a RunResult, so such variants can sit in the
+``tfwb.tf.runner.pipeline.PipelineSettings``) and returns a RunResult, so such variants can sit in the
 same tables as ``tfwb.run`` results.
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ from tfwb.records import RunResult
 from tfwb.tf.lab.profiler import ProfilerSession
 from tfwb.tf.lab.stopwatch import dataset_throughput
 from tfwb.workloads import get_workload
-from tfwb.tf.runner.pipeline import Tuning, build_dataset
+from tfwb.tf.runner.pipeline import PipelineSettings, build_dataset
 from tfwb.tf.run import run
 
 #: Settings AUTOTUNE (or you) set, shown as they change over the trace.
@@ -251,12 +251,12 @@ def trace_pipeline(dataset: tf.data.Dataset, batches: int = 20, *, warmup: int =
 
 def scan(cfg: RunConfig, setting: str, values: Iterable[Optional[int]], *, batches: int = 20,
          warmup: int = 3, workload=None) -> List[dict]:
-    """Time the pipeline alone at each value of one ``Tuning`` setting (``None`` = AUTOTUNE).
+    """Time the pipeline alone at each value of one ``PipelineSettings`` setting (``None`` = AUTOTUNE).
 
     Args:
         cfg: the knobs (turn on the one the setting belongs to, e.g. ``parallel_map``
             for ``map_parallel_calls``).
-        setting: a ``tfwb.tf.runner.pipeline.Tuning`` field: ``map_parallel_calls``,
+        setting: a ``tfwb.tf.runner.pipeline.PipelineSettings`` field: ``map_parallel_calls``,
             ``interleave_parallel_calls``, ``prefetch_buffer`` or ``io_threads``.
         values: the values to try; ``None`` is the default (AUTOTUNE).
         batches, warmup: as in ``tfwb.tf.lab.stopwatch.dataset_throughput``.
@@ -266,7 +266,7 @@ def scan(cfg: RunConfig, setting: str, values: Iterable[Optional[int]], *, batch
         ``[{"value": v, "label": "4" or "AUTOTUNE", "median_batch_s": ..., "examples_per_s": ...}]``.
 
     Raises:
-        ValueError: for an unknown setting or a bad value (from ``Tuning``).
+        ValueError: for an unknown setting or a bad value (from ``PipelineSettings``).
     """
     if setting not in ("map_parallel_calls", "interleave_parallel_calls", "prefetch_buffer", "io_threads"):
         raise ValueError(f"setting={setting!r} is not allowed; one of 'map_parallel_calls', "
@@ -274,7 +274,7 @@ def scan(cfg: RunConfig, setting: str, values: Iterable[Optional[int]], *, batch
     workload = workload or get_workload(cfg.workload)
     rows = []
     for value in values:
-        ds, _ = build_dataset(cfg, workload, Tuning(**{setting: value}))
+        ds, _ = build_dataset(cfg, workload, PipelineSettings(**{setting: value}))
         t = dataset_throughput(ds, batches=batches, warmup=warmup, examples_per_batch=cfg.batch_size)
         label = "AUTOTUNE" if value is None else str(value)
         if setting == "io_threads" and value is None:
@@ -288,7 +288,7 @@ def scan(cfg: RunConfig, setting: str, values: Iterable[Optional[int]], *, batch
 def train_on(cfg: RunConfig, dataset: tf.data.Dataset, *, label: str) -> RunResult:
     """Train ``cfg``'s model on ``dataset`` (batches of ``cfg.batch_size``), timed like ``tfwb.run``.
 
-    For pipelines a RunConfig cannot express (a ``Tuning``, tf.data's own rewrites):
+    For pipelines a RunConfig cannot express (a ``PipelineSettings``, tf.data's own rewrites):
     the model, optimizer, strategy and step come from ``cfg``; the batches from
     ``dataset``. ``label`` names the variant in tables; the result's config is
     ``cfg`` with that label, and a note says the data came from elsewhere.

@@ -1,6 +1,6 @@
 """Sharding across workers: what tf.data's auto-sharding does to a pipeline, in one process.
 
-Sharding a run's own data is a ``Tuning`` setting (``tfwb.tf.runner.pipeline.Tuning.shard``,
+Sharding a run's own data is a ``PipelineSettings`` setting (``tfwb.tf.runner.pipeline.PipelineSettings.shard``,
 applied by each workload's source: shard folders before any file is read, or
 decoded elements). This module reproduces the rewrite ``MultiWorkerMirroredStrategy``
 applies on its own, so a notebook can show which policy a pipeline gets without

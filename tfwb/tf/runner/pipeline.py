@@ -15,7 +15,7 @@ into one op that fills batches ahead in its own thread, copies batch elements in
 parallel, and parallelizes stateless maps. So ``prefetch=False`` also turns off the
 injected prefetch, the map+batch fusion and the parallel batch (each produces ahead
 of the consumer), and ``parallel_map=False`` also turns off map parallelization and
-the parallel batch. ``Tuning(tfdata_defaults=True)`` keeps tf.data's rewrites, to
+the parallel batch. ``PipelineSettings(tfdata_defaults=True)`` keeps tf.data's rewrites, to
 measure what they do.
 
 A cache caches. ``cache=True`` (memory) or ``cache="path/prefix"`` (files) is filled
@@ -60,7 +60,7 @@ ASYNC_REWRITES = ("inject_prefetch", "map_and_batch_fusion", "parallel_batch", "
 
 
 @dataclass(frozen=True)
-class Tuning:
+class PipelineSettings:
     """Pipeline settings below the RunConfig knobs, for experiments that look inside.
 
     Every field's default gives the pipeline ``tfwb.run`` builds; the chapter
@@ -92,7 +92,7 @@ class Tuning:
         ValueError: for a negative count, or a shard index outside ``[0, num_workers)``.
 
     Example:
-        >>> build_dataset(cfg, workload, Tuning(map_parallel_calls=2))  # doctest: +SKIP
+        >>> build_dataset(cfg, workload, PipelineSettings(map_parallel_calls=2))  # doctest: +SKIP
     """
 
     map_parallel_calls: Optional[int] = None
@@ -122,7 +122,7 @@ class Tuning:
                                  "(num_workers, index) with 0 <= index < num_workers")
 
 
-DEFAULT_TUNING = Tuning()
+DEFAULT_TUNING = PipelineSettings()
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,7 @@ def without_rewrites(rewrites: Tuple[str, ...] = ASYNC_REWRITES,
     return opts
 
 
-def io_threads(cfg: RunConfig, tuning: Tuning = DEFAULT_TUNING,
+def io_threads(cfg: RunConfig, tuning: PipelineSettings = DEFAULT_TUNING,
                workload: Optional[Workload] = None) -> Optional[int]:
     """Size of the private threadpool the pipeline gets (``None``: tf.data's default, one per core).
 
@@ -174,7 +174,7 @@ def io_threads(cfg: RunConfig, tuning: Tuning = DEFAULT_TUNING,
     return None
 
 
-def options(cfg: RunConfig, tuning: Tuning = DEFAULT_TUNING,
+def options(cfg: RunConfig, tuning: PipelineSettings = DEFAULT_TUNING,
             workload: Optional[Workload] = None) -> tf.data.Options:
     """The ``tf.data.Options`` that make each knob mean what it says (see the module docstring)."""
     opts = tf.data.Options()
@@ -192,7 +192,7 @@ def options(cfg: RunConfig, tuning: Tuning = DEFAULT_TUNING,
     return without_rewrites(tuple(n for n in ASYNC_REWRITES if n in off), opts)
 
 
-def map_kwargs(cfg: RunConfig, tuning: Tuning = DEFAULT_TUNING) -> dict:
+def map_kwargs(cfg: RunConfig, tuning: PipelineSettings = DEFAULT_TUNING) -> dict:
     """``map`` arguments for the parallel_map knob (``deterministic`` only matters in parallel)."""
     if not cfg.parallel_map:
         return {}
@@ -326,7 +326,7 @@ def _own_cache_files(ds: tf.data.Dataset, prefix: Optional[str]) -> tf.data.Data
 
 
 # -- the generic finish ----------------------------------------------------------------------------
-def finish(source: Source, cfg: RunConfig, tuning: Tuning = DEFAULT_TUNING, *, name: str = "",
+def finish(source: Source, cfg: RunConfig, tuning: PipelineSettings = DEFAULT_TUNING, *, name: str = "",
            workload: Optional[Workload] = None) -> Tuple[tf.data.Dataset, Tuple[str, ...]]:
     """cache (filled now) -> shuffle -> repeat -> (augment) batch (augment) -> prefetch, as the knobs say.
 
@@ -368,7 +368,7 @@ def stage_in_memory(ds: tf.data.Dataset, batches: int = MEMORY_BATCHES) -> tf.da
 
 
 # -- dispatch --------------------------------------------------------------------------------------
-def make_source(cfg: RunConfig, workload: Workload, tuning: Tuning = DEFAULT_TUNING) -> Source:
+def make_source(cfg: RunConfig, workload: Workload, tuning: PipelineSettings = DEFAULT_TUNING) -> Source:
     """The workload's ``Source``: its ``source_fn``, or its ``data_fn``'s dataset as it is.
 
     Raises:
@@ -385,14 +385,14 @@ def make_source(cfg: RunConfig, workload: Workload, tuning: Tuning = DEFAULT_TUN
     return Source(ds, key=f"{cfg.workload}-{cfg.resolved_size}-{cfg.seed}")
 
 
-def build_dataset(cfg: RunConfig, workload: Optional[Workload] = None, tuning: Optional[Tuning] = None
+def build_dataset(cfg: RunConfig, workload: Optional[Workload] = None, tuning: Optional[PipelineSettings] = None
                   ) -> Tuple[tf.data.Dataset, Tuple[str, ...]]:
     """The batched, repeating dataset for ``cfg`` and notes on what it did and did not apply.
 
     Args:
         cfg: the knobs.
         workload: the registered workload (default: ``get_workload(cfg.workload)``).
-        tuning: settings below the knobs (``Tuning``); ``None`` is what ``tfwb.run`` uses.
+        tuning: settings below the knobs (``PipelineSettings``); ``None`` is what ``tfwb.run`` uses.
 
     A cache is filled here, before any step (see the module docstring); a disk
     cache (``cache="prefix"``) writes one file set per call, removed when the

@@ -214,7 +214,7 @@ def prepared(cfg: RunConfig, dataset: Optional[tf.data.Dataset] = None, *,
     Args:
         cfg: the knobs.
         dataset: batches of ``cfg.batch_size`` that replace the pipeline ``cfg``'s knobs
-            would build, for variants a RunConfig cannot express (``tfwb.tf.runner.pipeline.Tuning``).
+            would build, for variants a RunConfig cannot express (``tfwb.tf.runner.pipeline.PipelineSettings``).
         workload: ``set_up(cfg)``'s result when the caller already ran it (``run_process``
             does); ``None`` runs it here.
 

@@ -37,7 +37,7 @@ import tensorflow as tf
 
 from tfwb.config import RunConfig
 from tfwb.tf.workloads import image_files
-from tfwb.tf.runner.pipeline import DEFAULT_TUNING, Source, Tuning
+from tfwb.tf.runner.pipeline import DEFAULT_TUNING, PipelineSettings, Source
 from tfwb.tf.workloads import spec_for
 from tfwb.tf.workloads.images import augment_fn, cnn
 
@@ -259,7 +259,7 @@ def data_for(cfg: RunConfig) -> CifarData:
 
 
 # -- the workload ------------------------------------------------------------------------------------------
-def source(cfg: RunConfig, tuning: Tuning = DEFAULT_TUNING) -> Source:
+def source(cfg: RunConfig, tuning: PipelineSettings = DEFAULT_TUNING) -> Source:
     """The training images as unbatched elements, with the crop-and-flip augmentation and the origin note."""
     d = data_for(cfg)
     ds = tf.data.Dataset.from_tensor_slices((d.x, d.y))

@@ -28,7 +28,7 @@ import tensorflow as tf
 
 from tfwb.config import RunConfig
 from tfwb.tf.workloads import image_files
-from tfwb.tf.runner.pipeline import AUTOTUNE, DEFAULT_TUNING, INTERLEAVE_CYCLE, Source, Tuning, map_kwargs
+from tfwb.tf.runner.pipeline import AUTOTUNE, DEFAULT_TUNING, INTERLEAVE_CYCLE, PipelineSettings, Source, map_kwargs
 
 SPECS = image_files.SPECS
 
@@ -93,7 +93,7 @@ def augment_fn(px: int):
     return augment
 
 
-def files_source(cfg: RunConfig, files: image_files.ImageFiles, tuning: Tuning) -> tf.data.Dataset:
+def files_source(cfg: RunConfig, files: image_files.ImageFiles, tuning: PipelineSettings) -> tf.data.Dataset:
     """Decoded images read by tf.data from the shard folders (``interleave``, ``parallel_map``, ``shard``)."""
     latency = storage_latency_s(cfg)
     paths = tf.constant(files.shard_paths)
@@ -119,7 +119,7 @@ def files_source(cfg: RunConfig, files: image_files.ImageFiles, tuning: Tuning) 
     return ds
 
 
-def generator_source(cfg: RunConfig, files: image_files.ImageFiles, tuning: Tuning) -> tf.data.Dataset:
+def generator_source(cfg: RunConfig, files: image_files.ImageFiles, tuning: PipelineSettings) -> tf.data.Dataset:
     """Decoded images from a Python generator (Pillow), one file after another."""
     from PIL import Image
 
@@ -141,7 +141,7 @@ def generator_source(cfg: RunConfig, files: image_files.ImageFiles, tuning: Tuni
     return tf.data.Dataset.from_generator(generate, output_signature=sig)
 
 
-def source(cfg: RunConfig, tuning: Tuning = DEFAULT_TUNING) -> Source:
+def source(cfg: RunConfig, tuning: PipelineSettings = DEFAULT_TUNING) -> Source:
     """The decoded images for ``cfg.data_source`` (``"memory"`` reads the files), with the augmentation.
 
     Raises:
