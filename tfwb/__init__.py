@@ -61,6 +61,7 @@ _LAZY = {
     "chapter": ("tfwb.tf.lab.chapter", "chapter"),
     "predict": ("tfwb.prediction", "predict"),          # a reader's prediction of a change (pure)
     "calibration": ("tfwb.scorecard", "calibration"),   # many scored predictions summed up (pure)
+    "ask": ("tfwb.ui.prediction", "ask"),     # the prediction box a reader fills before an experiment (widgets)
     "tune": ("tfwb.tuning", "tune"),    # diagnose, try the best-bounded change, keep it if faster (pure; runs tfwb.run)
 }
 
