@@ -43,6 +43,7 @@ def test_lock_in_freezes_the_controls_then_shows_the_book_and_scores_into_the_fi
     assert box.range_label.value == "1.5x to 3x faster"
     box.lock_button.click()
     assert box.state == "locked" and all(c.disabled for c in box.controls)
+    assert box.lock_button.description == "Locked in"
     assert box.prediction.text() == "faster, 1.5-3x (95 %)" and box.prediction.why == "overlap"
     assert box.prediction.about == "prefetch=True"
     assert f"The book: {EXPECTATION}" in box.text()
@@ -63,6 +64,7 @@ def test_skip_shows_the_book_and_a_score_says_no_prediction_was_made(tmp_path):
     box = tfwb.ask("jit_compile=True", EXPECTATION, path=path)
     box.skip_button.click()
     assert box.state == "skipped" and box.prediction is None and all(c.disabled for c in box.controls)
+    assert box.skip_button.description == "Skipped"
     assert f"The book: {EXPECTATION}" in box.text()
     box.lock_button.click()                        # disabled in a browser; a click from code does nothing either
     assert box.state == "skipped" and box.prediction is None

@@ -36,7 +36,7 @@ from tfwb.history import History
 from tfwb.prediction import (CONFIDENCES, DIRECTIONS, FASTER, NO_DIFFERENCE, SLOWER, Prediction, Score,
                              predict)
 
-__all__ = ["PredictionBox", "ask", "factor_range", "slider_bounds", "range_text", "verdict_text"]
+__all__ = ["PredictionBox", "ask", "factor_text", "factor_range", "log_values", "slider_bounds", "range_text", "verdict_text"]
 
 #: log10 bounds of the range slider: 1-100x for faster or slower, 0.63-1.58x around 1 for no difference.
 _BOUNDS = {FASTER: (0.0, 2.0), SLOWER: (0.0, 2.0), NO_DIFFERENCE: (-0.2, 0.2)}
@@ -46,6 +46,8 @@ _CONFIDENCE_LABELS = tuple((f"{c * 100:.0f} %", c) for c in CONFIDENCES)
 #: The box's states: ``open`` (editable), ``locked``, ``skipped``; ``scored`` once the measurement came.
 OPEN, LOCKED, SKIPPED, SCORED = "open", "locked", "skipped", "scored"
 NO_PREDICTION = "no prediction made"
+#: The heads of the status lines, bold in the widget.
+_HEADS = ("Your prediction", "The book", "Measured", "Score")
 
 
 # -- the pure part ----------------------------------------------------------------------------
@@ -59,19 +61,36 @@ def slider_bounds(direction: Optional[str]) -> Tuple[float, float]:
     return _BOUNDS.get(direction or FASTER, _BOUNDS[FASTER])
 
 
-def factor_range(log_values: Tuple[float, float]) -> Tuple[float, float]:
-    """The slider's log10 values as factors, rounded to 3 significant digits.
+def factor_text(factor: float) -> float:
+    """A factor rounded as the readout shows it: 3 significant digits in 1-1.2x, else 2.
 
     Example:
-        >>> factor_range((0.176, 0.477)), factor_range((-0.0223, 0.0212))
+        >>> factor_text(1.0471), factor_text(0.9550), factor_text(1.5136), factor_text(3.0200), factor_text(95.5)
+        (1.05, 0.95, 1.5, 3.0, 96.0)
+    """
+    return float(f"{factor:.3g}") if 1.0 <= factor < 1.2 else float(f"{factor:.2g}")
+
+
+def factor_range(log_values: Tuple[float, float]) -> Tuple[float, float]:
+    """The slider's log10 values as factors, rounded as the readout shows them (``factor_text``).
+
+    Example:
+        >>> factor_range((0.18, 0.48)), factor_range((-0.02, 0.02))
         ((1.5, 3.0), (0.95, 1.05))
     """
-    return tuple(float(f"{10 ** v:.3g}") for v in log_values)  # type: ignore[return-value]
+    return tuple(factor_text(10 ** v) for v in log_values)  # type: ignore[return-value]
 
 
 def log_values(between: Tuple[float, float]) -> Tuple[float, float]:
-    """A factor range as the slider's log10 values (the inverse of ``factor_range``)."""
-    return (math.log10(between[0]), math.log10(between[1]))
+    """A factor range as the slider's log10 values, on its 0.01 grid (``factor_range`` reads them back).
+
+    On the grid, the browser's slider does not move the value when it first shows it.
+
+    Example:
+        >>> log_values((1.5, 3.0)), factor_range(log_values((1.5, 3.0)))
+        ((0.18, 0.48), (1.5, 3.0))
+    """
+    return (round(math.log10(between[0]), 2), round(math.log10(between[1]), 2))
 
 
 def range_text(direction: Optional[str], between: Tuple[float, float]) -> str:
@@ -110,6 +129,14 @@ def expectation_text(expectation: Any) -> str:
 
 
 # -- the widget -------------------------------------------------------------------------------
+def _row(label: str, *widgets: W.Widget) -> W.HBox:
+    """One line of the box: a right-aligned label in a fixed column, then the widgets (one column
+    for every row, in both ipywidgets 7 and 8, where each places a widget's own description apart)."""
+    head = W.HTML(f'<div style="text-align:right;padding-right:8px">{html.escape(label)}</div>',
+                  layout=W.Layout(width="80px", min_width="80px"))
+    return W.HBox([head, *widgets], layout=W.Layout(align_items="center"))
+
+
 class PredictionBox:
     """A reader's prediction of one experiment, as a widget (``tfwb.ask`` builds it).
 
@@ -154,18 +181,16 @@ class PredictionBox:
 
     # -- building ------------------------------------------------------------------------------
     def _build(self) -> None:
-        self.direction = W.ToggleButtons(options=list(DIRECTIONS), value=None, description="It will be",
-                                         style={"description_width": "initial"})
+        self.direction = W.ToggleButtons(options=list(DIRECTIONS), value=None)
         low, high = slider_bounds(FASTER)
         self.range_slider = W.FloatRangeSlider(value=log_values(_DEFAULT[FASTER]), min=low, max=high, step=0.01,
-                                               readout=False, continuous_update=True, description="by",
+                                               readout=False, continuous_update=True,
                                                layout=W.Layout(width="360px"))
         self.range_label = W.HTML()
         self.with_range = W.Checkbox(value=True, description="say by how much", indent=False,
                                      layout=W.Layout(width="150px"))
-        self.confidence = W.ToggleButtons(options=list(_CONFIDENCE_LABELS), value=0.8, description="sure",
-                                          style={"description_width": "initial"})
-        self.why = W.Text(value="", placeholder="why, in one sentence", description="because",
+        self.confidence = W.ToggleButtons(options=list(_CONFIDENCE_LABELS), value=0.8)
+        self.why = W.Text(value="", placeholder="why, in one sentence",
                           layout=W.Layout(width="560px"))
         self.lock_button = W.Button(description="Lock in", button_style="primary", icon="lock")
         self.skip_button = W.Button(description="Skip")
@@ -177,10 +202,12 @@ class PredictionBox:
         self.lock_button.on_click(self._on_lock)
         self.skip_button.on_click(self._on_skip)
         self.widget = W.VBox([
-            self.title, self.direction,
-            W.HBox([self.range_slider, self.range_label, self.with_range]),
-            self.confidence, self.why,
-            W.HBox([self.lock_button, self.skip_button]),
+            self.title,
+            _row("It will be", self.direction),
+            _row("by", self.range_slider, self.range_label, self.with_range),
+            _row("how sure", self.confidence),
+            _row("because", self.why),
+            _row("", self.lock_button, self.skip_button),
             self.status,
         ])
         self.widget.add_class("tfwb-prediction")
@@ -242,6 +269,10 @@ class PredictionBox:
     def _freeze(self) -> None:
         for control in self.controls:
             control.disabled = True
+        if self.state == LOCKED:
+            self.lock_button.description = "Locked in"
+        elif self.state == SKIPPED:
+            self.skip_button.description = "Skipped"
         self.render()
 
     # -- the measurement -----------------------------------------------------------------------
@@ -316,8 +347,11 @@ class PredictionBox:
                 style = ' style="color:#b22222"'
             elif line.startswith("Score:") and self.result is not None and self.result.decided:
                 style = f' style="color:{"#2e7d32" if self.result.direction_right else "#b22222"}"'
-            rows.append(f"<div{style}>{html.escape(line)}</div>")
-        self.status.value = "".join(rows)
+            head, sep, rest = line.partition(": ")
+            body = (f"<b>{html.escape(head)}:</b> {html.escape(rest)}" if sep and head in _HEADS
+                    else html.escape(line))
+            rows.append(f"<div{style}>{body}</div>")
+        self.status.value = f'<div style="line-height:1.45;margin-top:4px">{"".join(rows)}</div>'
 
     # -- display -------------------------------------------------------------------------------
     def _repr_mimebundle_(self, **kwargs: Any) -> dict:
