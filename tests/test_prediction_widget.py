@@ -15,7 +15,7 @@ from tfwb.prediction import Score, predict, predictions_path  # noqa: E402
 from tfwb.scorecard import calibration  # noqa: E402
 from tfwb.ui.charts.calibration import (RANGE_GID, calibration_png, calibration_points,  # noqa: E402
                                         draw_calibration)
-from tfwb.ui.prediction import PredictionBox, factor_range, log_values, range_text  # noqa: E402
+from tfwb.ui.prediction import PredictionBox, factor_range, range_text, slider_position  # noqa: E402
 
 EXPECTATION = "faster than the baseline: the next batch is prepared while the step runs"
 
@@ -30,7 +30,7 @@ def fill(box: PredictionBox, direction: str, between=None, confidence=0.8, why="
     if between is None:
         box.with_range.value = False
     else:
-        box.range_slider.value = log_values(between)
+        box.range_slider.value = slider_position(direction, between)
     box.confidence.value = confidence
     box.why.value = why
 
@@ -103,10 +103,14 @@ def test_the_slider_moves_between_scales_with_the_direction_and_the_range_can_be
     box = tfwb.ask()
     box.direction.value = "no difference"
     s = box.range_slider
-    assert (s.min, s.max) == (-0.2, 0.2) and box.between() == (0.95, 1.05)
-    assert box.range_label.value == "between 0.95x and 1.05x the speed"
+    assert box.between() == (0.95, 1.05) and box.range_label.value == "0.95x to 1.05x the speed"
     box.direction.value = "slower"
-    assert (s.min, s.max) == (0.0, 2.0) and box.between() == (1.5, 3.0)
+    assert box.between() == (1.5, 3.0) and box.range_label.value == "1.5x to 3x slower"
+    box.range_slider.value = slider_position("slower", (2.0, 10.0))
+    box.direction.value = "faster"                # the same scale: the reader's range stays
+    assert box.between() == (2.0, 10.0)
+    box.direction.value = "slower"
+    assert (s.min, s.max) == (0.0, 1.0)           # only the value moves: a browser never clips it
     box.with_range.value = False
     assert box.range_slider.disabled and box.confidence.disabled and box.between() is None
     box.lock_button.click()
@@ -116,8 +120,10 @@ def test_the_slider_moves_between_scales_with_the_direction_and_the_range_can_be
 
 
 def test_the_pure_helpers_read_the_log_slider_as_factors():
-    assert factor_range(log_values((1.5, 3.0))) == (1.5, 3.0)
-    assert factor_range((0.0, 2.0)) == (1.0, 100.0)
+    assert factor_range("slower", slider_position("slower", (1.5, 3.0))) == (1.5, 3.0)
+    assert factor_range("faster", (0.0, 1.0)) == (1.0, 100.0)
+    assert factor_range("no difference", (0.0, 1.0)) == (0.63, 1.6)
+    assert slider_position("faster", (0.5, 1000.0)) == (0.0, 1.0)      # outside the scale: to the nearest end
     assert range_text("slower", (2.0, 10.0)) == "2x to 10x slower"
 
 

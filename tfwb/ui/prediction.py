@@ -36,10 +36,14 @@ from tfwb.history import History
 from tfwb.prediction import (CONFIDENCES, DIRECTIONS, FASTER, NO_DIFFERENCE, SLOWER, Prediction, Score,
                              predict)
 
-__all__ = ["PredictionBox", "ask", "factor_text", "factor_range", "log_values", "slider_bounds", "range_text", "verdict_text"]
+__all__ = ["PredictionBox", "ask", "factor_text", "factor_range", "slider_position",
+           "slider_scale", "range_text", "verdict_text"]
 
-#: log10 bounds of the range slider: 1-100x for faster or slower, 0.63-1.58x around 1 for no difference.
-_BOUNDS = {FASTER: (0.0, 2.0), SLOWER: (0.0, 2.0), NO_DIFFERENCE: (-0.2, 0.2)}
+#: log10 of the factor at the range slider's two ends, per direction: 1-100x for faster or slower,
+#: 0.63-1.58x around 1 for no difference. The slider itself always runs 0-1 in 200 steps: a change
+#: of direction moves its value, never its bounds (the browser would clip and echo the old value).
+_SCALE = {FASTER: (0.0, 2.0), SLOWER: (0.0, 2.0), NO_DIFFERENCE: (-0.2, 0.2)}
+_STEPS = 200
 #: The range a fresh slider offers (factors, not logs).
 _DEFAULT = {FASTER: (1.5, 3.0), SLOWER: (1.5, 3.0), NO_DIFFERENCE: (0.95, 1.05)}
 _CONFIDENCE_LABELS = tuple((f"{c * 100:.0f} %", c) for c in CONFIDENCES)
@@ -51,14 +55,14 @@ _HEADS = ("Your prediction", "The book", "Measured", "Score")
 
 
 # -- the pure part ----------------------------------------------------------------------------
-def slider_bounds(direction: Optional[str]) -> Tuple[float, float]:
-    """The range slider's (min, max) in log10 of the factor for a direction (None: as "faster").
+def slider_scale(direction: Optional[str]) -> Tuple[float, float]:
+    """log10 of the factor at the slider's ends for a direction (None: as "faster").
 
     Example:
-        >>> slider_bounds("faster"), slider_bounds("no difference")
+        >>> slider_scale("faster"), slider_scale("no difference")
         ((0.0, 2.0), (-0.2, 0.2))
     """
-    return _BOUNDS.get(direction or FASTER, _BOUNDS[FASTER])
+    return _SCALE.get(direction or FASTER, _SCALE[FASTER])
 
 
 def factor_text(factor: float) -> float:
@@ -71,38 +75,46 @@ def factor_text(factor: float) -> float:
     return float(f"{factor:.3g}") if 1.0 <= factor < 1.2 else float(f"{factor:.2g}")
 
 
-def factor_range(log_values: Tuple[float, float]) -> Tuple[float, float]:
-    """The slider's log10 values as factors, rounded as the readout shows them (``factor_text``).
+def factor_range(direction: Optional[str], position: Tuple[float, float]) -> Tuple[float, float]:
+    """The slider's two positions (0-1) as factors in a direction's scale, rounded as the readout
+    shows them (``factor_text``).
 
     Example:
-        >>> factor_range((0.18, 0.48)), factor_range((-0.02, 0.02))
+        >>> factor_range("faster", (0.09, 0.24)), factor_range("no difference", (0.445, 0.555))
         ((1.5, 3.0), (0.95, 1.05))
     """
-    return tuple(factor_text(10 ** v) for v in log_values)  # type: ignore[return-value]
+    low, high = slider_scale(direction)
+    return tuple(factor_text(10 ** (low + (high - low) * u)) for u in position)  # type: ignore[return-value]
 
 
-def log_values(between: Tuple[float, float]) -> Tuple[float, float]:
-    """A factor range as the slider's log10 values, on its 0.01 grid (``factor_range`` reads them back).
+def slider_position(direction: Optional[str], between: Tuple[float, float]) -> Tuple[float, float]:
+    """A factor range as the slider's positions on its grid (``factor_range`` reads them back).
 
-    On the grid, the browser's slider does not move the value when it first shows it.
+    On the grid, the browser's slider does not move the value when it first shows it; a factor
+    outside the direction's scale goes to the nearest end.
 
     Example:
-        >>> log_values((1.5, 3.0)), factor_range(log_values((1.5, 3.0)))
-        ((0.18, 0.48), (1.5, 3.0))
+        >>> slider_position("faster", (1.5, 3.0)), factor_range("faster", slider_position("faster", (1.5, 3.0)))
+        ((0.09, 0.24), (1.5, 3.0))
     """
-    return (round(math.log10(between[0]), 2), round(math.log10(between[1]), 2))
+    low, high = slider_scale(direction)
+    out = []
+    for factor in between:
+        u = (math.log10(factor) - low) / (high - low)
+        out.append(min(max(round(u * _STEPS) / _STEPS, 0.0), 1.0))
+    return out[0], out[1]
 
 
 def range_text(direction: Optional[str], between: Tuple[float, float]) -> str:
-    """The slider's readout: ``"1.5x to 3x faster"``, ``"0.95x to 1.05x the speed"``.
+    """The slider's readout: ``"1.5x to 3x faster"``, ``"0.95x to 1.05x the speed"`` (no difference).
 
     Example:
         >>> range_text("slower", (2.0, 10.0)), range_text("no difference", (0.95, 1.05))
-        ('2x to 10x slower', 'between 0.95x and 1.05x the speed')
+        ('2x to 10x slower', '0.95x to 1.05x the speed')
     """
     low, high = between
     if direction == NO_DIFFERENCE:
-        return f"between {low:g}x and {high:g}x the speed"
+        return f"{low:g}x to {high:g}x the speed"
     return f"{low:g}x to {high:g}x {direction or FASTER}"
 
 
@@ -129,11 +141,16 @@ def expectation_text(expectation: Any) -> str:
 
 
 # -- the widget -------------------------------------------------------------------------------
-def _row(label: str, *widgets: W.Widget) -> W.HBox:
-    """One line of the box: a right-aligned label in a fixed column, then the widgets (one column
-    for every row, in both ipywidgets 7 and 8, where each places a widget's own description apart)."""
-    head = W.HTML(f'<div style="text-align:right;padding-right:8px">{html.escape(label)}</div>',
-                  layout=W.Layout(width="80px", min_width="80px"))
+def _head_html(label: str) -> str:
+    return f'<div style="text-align:right;padding-right:8px">{html.escape(label)}</div>'
+
+
+def _row(label: Any, *widgets: W.Widget) -> W.HBox:
+    """One line of the box: a right-aligned label (text, or an ``HTML`` widget holding
+    ``_head_html``) in a fixed column, then the widgets: one column for every row, in both
+    ipywidgets 7 and 8, where each places a widget's own description apart."""
+    head = label if isinstance(label, W.Widget) else W.HTML(_head_html(label))
+    head.layout = W.Layout(width="80px", min_width="80px")
     return W.HBox([head, *widgets], layout=W.Layout(align_items="center"))
 
 
@@ -182,11 +199,11 @@ class PredictionBox:
     # -- building ------------------------------------------------------------------------------
     def _build(self) -> None:
         self.direction = W.ToggleButtons(options=list(DIRECTIONS), value=None)
-        low, high = slider_bounds(FASTER)
-        self.range_slider = W.FloatRangeSlider(value=log_values(_DEFAULT[FASTER]), min=low, max=high, step=0.01,
-                                               readout=False, continuous_update=True,
+        self.range_slider = W.FloatRangeSlider(value=slider_position(FASTER, _DEFAULT[FASTER]), min=0.0, max=1.0,
+                                               step=1 / _STEPS, readout=False, continuous_update=True,
                                                layout=W.Layout(width="360px"))
-        self.range_label = W.HTML()
+        self.range_head = W.HTML(_head_html("by"))
+        self.range_label = W.HTML(layout=W.Layout(width="180px"))
         self.with_range = W.Checkbox(value=True, description="say by how much", indent=False,
                                      layout=W.Layout(width="150px"))
         self.confidence = W.ToggleButtons(options=list(_CONFIDENCE_LABELS), value=0.8)
@@ -204,7 +221,7 @@ class PredictionBox:
         self.widget = W.VBox([
             self.title,
             _row("It will be", self.direction),
-            _row("by", self.range_slider, self.range_label, self.with_range),
+            _row(self.range_head, self.range_slider, self.range_label, self.with_range),
             _row("how sure", self.confidence),
             _row("because", self.why),
             _row("", self.lock_button, self.skip_button),
@@ -222,16 +239,14 @@ class PredictionBox:
     # -- what the controls say -----------------------------------------------------------------
     def between(self) -> Optional[Tuple[float, float]]:
         """The range the slider shows, as factors; None when "say by how much" is off."""
-        return factor_range(self.range_slider.value) if self.with_range.value else None
+        return factor_range(self.direction.value, self.range_slider.value) if self.with_range.value else None
 
     def _on_direction(self, change: Any = None) -> None:
-        direction = self.direction.value
-        low, high = slider_bounds(direction)
-        slider = self.range_slider
-        with slider.hold_trait_notifications():     # widen first, so no value is clipped on the way
-            slider.min, slider.max = min(slider.min, low), max(slider.max, high)
-        slider.value = log_values(_DEFAULT.get(direction or FASTER, _DEFAULT[FASTER]))
-        slider.max, slider.min = high, low
+        direction = self.direction.value or FASTER
+        self.range_head.value = _head_html("within" if direction == NO_DIFFERENCE else "by")
+        old = change.get("old") if isinstance(change, dict) else None
+        if slider_scale(old) != slider_scale(direction):     # faster <-> slower keeps the reader's range
+            self.range_slider.value = slider_position(direction, _DEFAULT[direction])
         self._on_range()
 
     def _on_range(self, change: Any = None) -> None:
