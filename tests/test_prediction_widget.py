@@ -166,3 +166,5 @@ def test_the_chart_draws_one_bar_per_decided_prediction_with_a_range():
     assert calibration_png(cal)[:4] == b"\x89PNG"
     empty = Figure().subplots()
     assert draw_calibration(empty, calibration(scores[3:])) == 0 and not empty.axison
+    nothing = Figure().subplots()
+    assert draw_calibration(nothing, calibration([])) == 0 and nothing.texts[0].get_text() == "No prediction yet."

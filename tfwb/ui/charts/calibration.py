@@ -140,7 +140,7 @@ def draw_calibration(ax: Axes, cal: Calibration) -> int:
     points, pending, without_range = calibration_points(cal)
     note = _note(cal, points, pending, without_range)
     if not points:
-        message(ax, "No decided prediction with a range yet.\n" + note)
+        message(ax, "No decided prediction with a range yet.\n" + note if cal.scores else note)
         return 0
     low, high = _limits(points)
     ax.set_xscale("log")
