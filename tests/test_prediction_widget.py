@@ -168,3 +168,17 @@ def test_the_chart_draws_one_bar_per_decided_prediction_with_a_range():
     assert draw_calibration(empty, calibration(scores[3:])) == 0 and not empty.axison
     nothing = Figure().subplots()
     assert draw_calibration(nothing, calibration([])) == 0 and nothing.texts[0].get_text() == "No prediction yet."
+
+
+def test_a_pending_score_is_followed_by_the_interleaved_decision(tmp_path):
+    path = tmp_path / "p.jsonl"
+    box = tfwb.ask("prefetch=True", EXPECTATION, path=path)
+    fill(box, "faster", (1.5, 3.0))
+    box.lock_button.click()
+    busy = stats.compare([1.0 + 0.001 * i for i in range(9)], [0.5] * 9, other_cpu_pct=(30.0, 2.0))
+    assert box.score(busy).pending and "not scored yet" in box.text()
+    assert box.score(rounds(2.0)).range_held and "lies in the range" in box.text()
+    assert len(History(path, record=Score).load()) == 2
+    c = calibration(path)
+    assert len(c.scores) == 1 and c.pending == 0 and c.coverage() == {0.8: (1, 1)}
+    assert "tfwb-prediction-lock" in box.lock_button._dom_classes

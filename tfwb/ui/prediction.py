@@ -169,8 +169,11 @@ class PredictionBox:
         OSError: ``path`` cannot be created or appended to (checked now, not after the run).
 
     Attributes:
-        widget: the ``ipywidgets.VBox`` shown; ``direction``, ``range_slider``, ``with_range``,
-            ``confidence``, ``why``, ``lock_button``, ``skip_button``: its controls.
+        widget: the ``ipywidgets.VBox`` shown (CSS class ``tfwb-prediction``); ``direction``,
+            ``range_slider``, ``with_range``, ``confidence``, ``why``, ``lock_button``,
+            ``skip_button``: its controls, and ``status`` its message (CSS classes
+            ``tfwb-prediction-<first word>``: ``-direction``, ``-range``, ``-with``, ``-confidence``,
+            ``-why``, ``-lock``, ``-skip``, ``-status``, for a browser test).
         state: ``"open"``, ``"locked"``, ``"skipped"`` or ``"scored"``.
         prediction: the locked-in ``Prediction``, or None.
         result: the ``Score`` once scored (None: not scored, or no prediction made).
@@ -228,6 +231,9 @@ class PredictionBox:
             self.status,
         ])
         self.widget.add_class("tfwb-prediction")
+        for name in ("direction", "range_slider", "with_range", "confidence", "why", "lock_button", "skip_button",
+                     "status"):
+            getattr(self, name).add_class(f"tfwb-prediction-{name.split('_')[0]}")
         self._on_range()
 
     @property
@@ -300,7 +306,9 @@ class PredictionBox:
 
         Returns:
             The ``Score`` (appended to the predictions file, if any), or None: no prediction was
-            made, or nothing was measured. The box says which.
+            made, or nothing was measured. The box says which. A pending score ("cannot tell")
+            can be followed by another call with the interleaved comparison: both are kept, and
+            ``tfwb.calibration`` counts the latest.
         """
         if verdict is not None and not hasattr(verdict, "verdict"):
             verdict = getattr(verdict, "comparison", verdict)
