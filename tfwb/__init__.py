@@ -45,7 +45,7 @@ __all__ = [
     "RunConfig", "RunResult", "Sample", "run", "Workbench", "register_workload",
     "load_results", "compare", "diagnose", "detect_hardware", "check", "setup_devices",
     "observers", "expect", "compare_interleaved", "choose_size", "profile", "sweep", "chapter", "__version__",
-    "count_flops", "measure_peak", "tune", "predict", "calibration",
+    "count_flops", "measure_peak", "tune", "predict", "calibration", "ask",
 ]
 
 _LAZY = {
@@ -63,6 +63,7 @@ _LAZY = {
     "calibration": ("tfwb.scorecard", "calibration"),   # many scored predictions summed up (pure)
     "sweep": ("tfwb.tf.lab.sweep", "sweep"),  # the pure search (tfwb.search.halving) with tfwb.run handed in
     "tune": ("tfwb.tf.lab.tune", "tune"),    # the pure loop (tfwb.search.tune_loop) with tfwb.run handed in
+    "ask": ("tfwb.ui.prediction", "ask"),     # the prediction box a reader fills before an experiment (widgets)
 }
 
 
