@@ -14,6 +14,11 @@ and hardware tests. One pytest process per kind, one after the other (about 1.5 
 
 Usage:
     python tests/cpu_kinds.py [--kind NAME ...] [--files FILE ...] [extra pytest args]
+    python tests/cpu_kinds.py --files tfwb --doctest-modules      # every ``>>>`` example in tfwb
+    TFWB_TEST_CPU=cpu-2core-avx512-amx python3 tests/run_all.py   # the README's command, one kind
+
+Processes the tests start (the CLI, notebook kernels, run_all.py's legs) inherit the variable,
+so they believe the same CPU.
 
 Exit status is non-zero when any kind has a failure or an error.
 """
