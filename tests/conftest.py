@@ -21,6 +21,33 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("TFWB_DATA_DIR", os.path.join(HERE, "..", ".pytest_cache", "tfwb-data"))
 
 
+def pytest_configure(config):
+    """``TFWB_TEST_CPU=<name>``: a described machine's CPU stands in for the host's all session.
+
+    ``tfwb.hardware.detect()`` reads the variable itself (so processes the tests start believe
+    it too): here a wrong name stops the run before any test, naming the allowed ones.
+    tests/cpu_kinds.py runs the CPU-dependent test files under every kind.
+    """
+    from tfwb import hardware
+
+    name = os.environ.get(hardware.TEST_CPU_ENV)
+    if name:
+        try:
+            hardware.with_cpu_of({}, name)
+        except ValueError as e:
+            raise pytest.UsageError(str(e)) from None
+
+
+def pytest_report_header(config):
+    from tfwb import hardware
+
+    name = os.environ.get(hardware.TEST_CPU_ENV)
+    if name:
+        return (f"{hardware.TEST_CPU_ENV}={name}: tfwb believes the CPU is {hardware.DESCRIBED[name].cpu_model} "
+                f"({' '.join(hardware.DESCRIBED[name].cpu_flags)}); TensorFlow runs on the real one")
+    return None
+
+
 def pytest_sessionstart(session):
     """Split the CPU into 2 logical devices before any test starts TF's runtime.
 

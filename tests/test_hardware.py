@@ -106,7 +106,8 @@ def test_describe_gpus_tpu_and_unknowns():
 
 def test_described_machines_are_machine_records():
     assert set(hardware.DESCRIBED) == {"binder-2core-avx2", "cpu-2core-avx512-bf16", "cpu-2core-avx512-amx",
-                                       "colab-t4", "a100", "h100", "l4", "tpu-vm", "tpu-v5e"}
+                                       "colab-t4", "a100", "h100", "l4", "tpu-vm", "tpu-v5e", "arm-graviton3",
+                                       "apple-m2"}
     for name, hw in hardware.DESCRIBED.items():
         assert isinstance(hw, hardware.Machine), name
         assert list(hw.cpu_flags) == sorted(set(hw.cpu_flags)), name
@@ -135,6 +136,8 @@ def test_machine_of_takes_a_partial_mapping_and_refuses_other_values():
     ("tpu-vm", "96 CPU cores (Intel Xeon, AVX-512), 334 GiB RAM, no GPU, TPU, colab"),
     ("l4", "8 CPU cores (Intel Xeon, AVX-512), 32 GiB RAM, NVIDIA L4 (22 GiB), local"),
     ("tpu-v5e", "24 CPU cores (AMD EPYC 7B13, AVX2), 48 GiB RAM, no GPU, TPU, local"),
+    ("arm-graviton3", "2 CPU cores (AWS Graviton3 (Arm Neoverse V1)), 4 GiB RAM, no GPU, local"),
+    ("apple-m2", "8 CPU cores (Apple M2), 16 GiB RAM, no GPU, local"),
 ])
 def test_describe_the_described_machines(name, line):
     assert hardware.describe(hardware.DESCRIBED[name]) == line
@@ -163,6 +166,7 @@ def test_detect_is_cached_returns_copies_and_refreshes(monkeypatch):
 
 
 def test_detect_without_proc_cpuinfo_psutil_or_nvml(monkeypatch):
+    monkeypatch.delenv("TFWB_TEST_CPU", raising=False)         # the host's reading, not a stand-in's
     real_read = hardware._read_text
     monkeypatch.setattr(hardware, "_read_text",
                         lambda path: real_read("/nonexistent/cpuinfo"))
@@ -173,6 +177,21 @@ def test_detect_without_proc_cpuinfo_psutil_or_nvml(monkeypatch):
     assert hw.cpu_model is None or isinstance(hw.cpu_model, str)
     monkeypatch.undo()
     hardware.detect(refresh=True)  # leave a real answer in the cache for other tests
+
+
+def test_a_described_cpu_stands_in_for_the_hosts_and_a_wrong_name_says_the_allowed_ones(monkeypatch):
+    host = hardware.detect(refresh=True)
+    monkeypatch.setenv("TFWB_TEST_CPU", "cpu-2core-avx512-amx")
+    amx = hardware.detect(refresh=True)
+    assert amx.cpu_flags == hardware.DESCRIBED["cpu-2core-avx512-amx"].cpu_flags and "amx_tile" in amx.cpu_flags
+    assert amx.cpu_model == "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz"
+    assert (amx.cpu_count, amx.memory_total_mib, amx.gpus) == (host.cpu_count, host.memory_total_mib, host.gpus)
+    monkeypatch.setenv("TFWB_TEST_CPU", "sapphire")
+    with pytest.raises(ValueError, match=r"TFWB_TEST_CPU='sapphire' is not a described machine; one of "
+                                         r"binder-2core-avx2, .*apple-m2"):
+        hardware.detect(refresh=True)
+    monkeypatch.undo()
+    assert hardware.detect(refresh=True) == host
 
 
 def test_detect_lists_gpus_from_nvml(monkeypatch):

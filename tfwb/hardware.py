@@ -265,8 +265,40 @@ _DESCRIBED: Dict[str, Dict[str, Any]] = {
         "cpu_flags": ("avx", "avx2", "f16c", "fma", "sse4_2"),
         "memory_total_mib": 49152.0, "gpus": [], "tpu": True, "environment": "local",
         "python": "3.12", "platform": "Linux-x86_64"},
+    # An Arm server CPU: AWS Graviton3 (Neoverse V1; EC2's c7g.large). /proc/cpuinfo names no model
+    # there (``detect()`` says "aarch64"); its ``Features``, shortened to those an ML step uses.
+    "arm-graviton3": {
+        "cpu_count": 2, "cpu_model": "AWS Graviton3 (Arm Neoverse V1)", "cpu_flags": (
+            "asimd", "asimddp", "asimdfhm", "asimdhp", "bf16", "fp", "fphp", "i8mm", "sve", "svebf16", "svei8mm"),
+        "memory_total_mib": 4096.0, "gpus": [], "tpu": False, "platform": "Linux-aarch64"},
+    # Apple silicon, an M2 Mac: no /proc/cpuinfo (``detect()`` lists no flags). ``sysctl hw.optional``'s
+    # AdvSIMD, FEAT_FP16, FEAT_DotProd, FEAT_FHM, FEAT_BF16, FEAT_I8MM (no SVE) in Linux's names, as archspec does.
+    "apple-m2": {
+        "cpu_count": 8, "cpu_model": "Apple M2",
+        "cpu_flags": ("asimd", "asimddp", "asimdfhm", "asimdhp", "bf16", "fp", "fphp", "i8mm"),
+        "memory_total_mib": 16384.0, "gpus": [], "tpu": False, "platform": "macOS-14-arm64-arm-64bit"},
 }
 DESCRIBED: Dict[str, Machine] = {name: Machine.of(fields_) for name, fields_ in _DESCRIBED.items()}
+
+#: Names a key of ``DESCRIBED`` whose CPU stands in for the host's in ``detect()`` (tests/cpu_kinds.py).
+TEST_CPU_ENV = "TFWB_TEST_CPU"
+
+
+def with_cpu_of(hw: MachineLike, name: str) -> Machine:
+    """``hw`` with the CPU model and flags of the described machine ``name``; the rest is kept.
+
+    Raises:
+        ValueError: ``name`` is not a key of ``DESCRIBED`` (the message lists them).
+
+    Example:
+        >>> m = with_cpu_of({"cpu_count": 4, "cpu_flags": ("avx2",)}, "apple-m2")
+        >>> m.cpu_count, m.cpu_model, "bf16" in m.cpu_flags, "avx2" in m.cpu_flags
+        (4, 'Apple M2', True, False)
+    """
+    if name not in DESCRIBED:
+        raise ValueError(f"{TEST_CPU_ENV}={name!r} is not a described machine; one of {', '.join(DESCRIBED)}")
+    return Machine.of(hw).replace(cpu_model=DESCRIBED[name].cpu_model, cpu_flags=DESCRIBED[name].cpu_flags)
+
 
 _lock = threading.Lock()
 _cached: Optional[Machine] = None
@@ -284,7 +316,9 @@ def detect(refresh: bool = False) -> Machine:
         ``nvml_gpus`` (both what NVML sees, as ``Gpu`` records: TensorFlow is not asked
         here, so ``gpus_from`` is ``"nvml"``; ``tfwb.detect_hardware()`` asks it), ``tpu``,
         ``environment`` (``"colab"``, ``"kaggle"``, ``"binder"`` or ``"local"``),
-        ``python`` and ``platform``.
+        ``python`` and ``platform``. With ``TFWB_TEST_CPU=<name>`` set, the CPU model and flags
+        are those of ``DESCRIBED[name]`` (``with_cpu_of``; ValueError for another name):
+        processes started with that environment believe it too; TensorFlow runs on the real CPU.
 
     Example:
         >>> hw = detect()
@@ -301,7 +335,7 @@ def detect(refresh: bool = False) -> Machine:
 def _detect() -> Machine:
     cpu_model, cpu_flags = parse_cpuinfo(_read_text("/proc/cpuinfo"))
     gpus = nvml.gpu_info()
-    return Machine.of({
+    host = Machine.of({
         "gpus_from": "nvml",
         "cpu_count": _cpu_count(),
         "cpu_model": cpu_model or platform.processor() or platform.machine() or None,
@@ -313,6 +347,7 @@ def _detect() -> Machine:
         "python": platform.python_version(),
         "platform": platform.platform(),
     })
+    return with_cpu_of(host, os.environ[TEST_CPU_ENV]) if os.environ.get(TEST_CPU_ENV) else host
 
 
 def _read_text(path: str) -> str:
