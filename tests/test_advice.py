@@ -166,7 +166,7 @@ def test_no_module_but_config_spells_the_policy_to_dtype_map():
 @pytest.mark.parametrize("policy", MIXED_PRECISION)
 def test_the_runner_benchmarks_the_peak_of_the_one_maps_dtype(policy, monkeypatch):
     pytest.importorskip("tensorflow")
-    import tfwb.tf.runner.limits as limits
+    import tfwb.tf.runner.step_limits as limits
 
     def no_count(model):
         raise ValueError("no model here")

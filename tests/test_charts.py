@@ -12,7 +12,7 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
 import fakes
-from tfwb import text
+from tfwb import render as text
 from tfwb.config import RunConfig
 from tfwb.records import RunResult
 from tfwb.ui import charts

@@ -259,7 +259,7 @@ def test_the_load_probe_counts_other_programs_not_this_one(monkeypatch):
 
 
 def test_a_run_takes_a_better_figure_from_the_cache_and_measures_a_loaded_one_again(peak_module, monkeypatch):
-    from tfwb.tf.runner import limits
+    from tfwb.tf.runner import step_limits as limits
 
     done = scripted(peak_module, monkeypatch, [(10, 0.5), (20, 0.0), (25, 0.0)])
     monkeypatch.setattr(limits, "_PEAKS", {})
@@ -274,7 +274,7 @@ def test_a_run_takes_a_better_figure_from_the_cache_and_measures_a_loaded_one_ag
 
 def test_in_small_mode_a_process_measures_a_loaded_peak_once(peak_module, monkeypatch):
     """TFWB_FAST (the test command, small chapters on a busy machine): once per process, never per run."""
-    from tfwb.tf.runner import limits
+    from tfwb.tf.runner import step_limits as limits
 
     done = scripted(peak_module, monkeypatch, [(10, 0.5), (20, 0.0)])
     monkeypatch.setattr(limits, "_PEAKS", {})

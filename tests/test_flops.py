@@ -117,7 +117,7 @@ def test_limits_counts_the_matmul_part_for_mfu_and_the_elementwise_part_apart(mo
     from types import SimpleNamespace
 
     from tfwb.records import RunResult
-    from tfwb.tf.runner import limits
+    from tfwb.tf.runner import step_limits as limits
     from tfwb.tf.runner.matmul_peak import Peak
 
     peak = Peak("CPU (2 cores)", "float32", 34e9, 1.5, loaded=False,

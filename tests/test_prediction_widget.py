@@ -15,7 +15,7 @@ from tfwb.prediction import Score, predict, predictions_path  # noqa: E402
 from tfwb.scorecard import calibration  # noqa: E402
 from tfwb.ui.charts.calibration import (RANGE_GID, calibration_png, calibration_points,  # noqa: E402
                                         draw_calibration)
-from tfwb.ui.prediction import PredictionBox, factor_range, range_text, slider_position  # noqa: E402
+from tfwb.ui.prediction_box import PredictionBox, factor_range, range_text, slider_position  # noqa: E402
 
 EXPECTATION = "faster than the baseline: the next batch is prepared while the step runs"
 

@@ -1,4 +1,4 @@
-"""tfwb.analysis.rows and tfwb.text: the typed history rows, their words, the text table and the HTML table,
+"""tfwb.analysis.rows and tfwb.render: the typed history rows, their words, the text table and the HTML table,
 against exact strings."""
 import dataclasses
 import re
@@ -9,7 +9,7 @@ import pytest
 
 from fakes import failed_result, make_result
 from tfwb import stats
-from tfwb import text as words
+from tfwb import render as words
 from tfwb.analysis.diagnosis import Bound, diagnose
 from tfwb.analysis.noise import noise_band
 from tfwb.analysis import pairs
@@ -166,7 +166,7 @@ def test_output_is_deterministic(results):
 
 
 def test_report_is_pure():
-    code = ("import sys, tfwb.text, tfwb.analysis.rows, tfwb.analysis.session; bad = [m for m in ('tensorflow', 'matplotlib', 'ipywidgets', 'IPython') "
+    code = ("import sys, tfwb.render, tfwb.analysis.rows, tfwb.analysis.session; bad = [m for m in ('tensorflow', 'matplotlib', 'ipywidgets', 'IPython') "
             "if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -543,7 +543,7 @@ def test_a_run_too_short_for_a_sample_reads_the_runners_own_load_reading():
 
 
 def test_the_monitor_line_is_the_summary_and_with_a_row_its_verdict_against_the_previous_run():
-    """Issue 33: the fit Monitor's closing line reads a row through tfwb.text."""
+    """Issue 33: the fit Monitor's closing line reads a row through tfwb.render."""
     base = ok(RunConfig(), steps(0.100), 0.0)
     fast = ok(RunConfig(prefetch=True), steps(0.050), 0.0)
     assert words.monitor_line(fast) == fast.summary()

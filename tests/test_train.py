@@ -14,7 +14,7 @@ pytest.importorskip("tensorflow")
 # tests/conftest.py calls tfwb.setup_devices() at session start, before any test starts
 # TF's runtime, so strategy="mirrored" gets 2 logical CPU devices in this process.
 import tfwb.tf.runner.train as train  # noqa: E402
-import tfwb.tf.runner.limits as limits  # noqa: E402
+import tfwb.tf.runner.step_limits as limits  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402

@@ -22,7 +22,7 @@ from tfwb.knobs import knob_field
 from tfwb.history import History, load_results
 from tfwb.lifecycle import Lifecycle
 from tfwb.records import RunResult
-from tfwb.text import FAILED_COLOR
+from tfwb.render import FAILED_COLOR
 from tfwb.ui import controls as C
 from tfwb.ui.workbench import KNOB_FIELDS, Workbench
 

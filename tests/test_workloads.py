@@ -181,7 +181,7 @@ def test_a_workload_is_a_module_plus_a_registration(tmp_path, monkeypatch):
 # -- the import structure ----------------------------------------------------------------------------
 PACKAGE = Path(__file__).resolve().parents[1] / "tfwb"
 PURE = ("tfwb", "tfwb.config", "tfwb.workloads", "tfwb.knobs", "tfwb.stats", "tfwb.records",
-        "tfwb.text", "tfwb.analysis.diagnosis", "tfwb.expect")
+        "tfwb.render", "tfwb.analysis.diagnosis", "tfwb.expect")
 
 
 def _modules() -> dict:

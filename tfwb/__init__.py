@@ -63,7 +63,7 @@ _LAZY = {
     "calibration": ("tfwb.scorecard", "calibration"),   # many scored predictions summed up (pure)
     "sweep": ("tfwb.tf.lab.sweep", "sweep"),  # the pure search (tfwb.search.halving) with tfwb.run handed in
     "tune": ("tfwb.tf.lab.tune", "tune"),    # the pure loop (tfwb.search.tune_loop) with tfwb.run handed in
-    "ask": ("tfwb.ui.prediction", "ask"),     # the prediction box a reader fills before an experiment (widgets)
+    "ask": ("tfwb.ui.prediction_box", "ask"),     # the prediction box a reader fills before an experiment (widgets)
 }
 
 

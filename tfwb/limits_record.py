@@ -2,7 +2,7 @@
 
 Plain data with units in field names, no TensorFlow: the model's FLOPs per step, this
 machine's measured peak per dtype and where it comes from, the datasheet figure, the
-per-call overhead and MFU. ``tfwb.tf.runner.limits`` measures one per run, after its steps;
+per-call overhead and MFU. ``tfwb.tf.runner.step_limits`` measures one per run, after its steps;
 ``tfwb.records.RunResult`` holds it as ``result.limits``, reads each of its fields as an
 attribute of its own (``result.mfu``, ``result.peak_flops_per_s``) and writes them as
 top-level keys of its JSON (``LIMIT_FIELDS``), as before the sub-record existed.

@@ -198,7 +198,7 @@ class RunResult:
             after warm-up (retracing: new input shapes or Python-value arguments).
         limits: how far the run is from this machine's limit (``tfwb.limits_record.Limits``: the
             model's FLOPs per step, the measured and datasheet peaks, the per-call overhead, MFU),
-            measured once after the steps (``tfwb.tf.runner.limits``). Each of its fields reads as
+            measured once after the steps (``tfwb.tf.runner.step_limits``). Each of its fields reads as
             an attribute of the result too (``result.mfu``, ``result.peak_flops_per_s``) and is a
             keyword of its own here (``RunResult(..., model_flops_per_step=2e9)``,
             ``dataclasses.replace(result, mfu=None)``), set over ``limits``; ``mfu`` is derived

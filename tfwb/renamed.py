@@ -48,11 +48,11 @@ MOVED: Dict[str, str] = {
     "tfwb.expect.rules": "tfwb.advice.rules",
     "tfwb.pairs": "tfwb.analysis.pairs",
     "tfwb.diagnosis": "tfwb.analysis.diagnosis",
-    "tfwb.report": "tfwb.text",
+    "tfwb.report": "tfwb.render",
 }
 
 #: old module -> the other modules its names went to; the old name then gives a module of its own
-#: that holds the public names of all of them (``tfwb.report``: the words went to ``tfwb.text``,
+#: that holds the public names of all of them (``tfwb.report``: the words went to ``tfwb.render``,
 #: the rows and the pair decision to ``tfwb.analysis``).
 SPLIT: Dict[str, Tuple[str, ...]] = {
     "tfwb.report": ("tfwb.analysis.rows", "tfwb.analysis.pairs", "tfwb.analysis.noise"),

@@ -53,7 +53,7 @@ KERNEL_IDLE_TIMEOUT_MS = 180_000       # kernel start on a busy 2-core machine
 RUN_ALL_TIMEOUT_MS = 900_000           # a whole chapter in small mode, TF import included
 RUN_TIMEOUT_MS = 300_000               # one Workbench run (data generation on first use)
 UI_TIMEOUT_MS = 30_000                 # a widget reacting to a click or a kernel message
-RED = "rgb(204, 0, 0)"                 # tfwb.text.FAILED_COLOR, as the browser reports it
+RED = "rgb(204, 0, 0)"                 # tfwb.render.FAILED_COLOR, as the browser reports it
 
 
 ALL_CHAPTERS = os.environ.get("TFWB_UI_ALL_CHAPTERS") == "1"

@@ -9,7 +9,7 @@
 - ``tfwb.analysis.session``: ``Analysis``, a history's cached analysis, which pushes one
   ``RunView`` per finished run to every front end that subscribed.
 
-The words are rendered afterwards, by ``tfwb.text``. The names below load lazily, so importing one
+The words are rendered afterwards, by ``tfwb.render``. The names below load lazily, so importing one
 submodule does not import the others (``tfwb.expect`` imports ``pairs``; ``diagnosis`` imports
 ``tfwb.expect``). Pure: no TensorFlow, no UI library.
 """

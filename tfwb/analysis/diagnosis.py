@@ -11,7 +11,7 @@ parallel to ``Diagnosis.suggestions``): Amdahl's law on the measured breakdown o
 ``1 / (1 - part + part / r)`` for the part of the step the knob acts on, made ``r`` times
 faster (the part of each knob: ``tfwb.advice``).
 
-``score_bound`` compares a bound with the gain a run measured (``tfwb.text.bound_note`` words it
+``score_bound`` compares a bound with the gain a run measured (``tfwb.render.bound_note`` words it
 for a history row). ``tfwb.diagnose`` is this module's ``diagnose``; the history's rows
 (``tfwb.analysis.rows``) carry each finished run's ``Diagnosis``.
 """

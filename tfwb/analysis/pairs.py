@@ -10,7 +10,7 @@ Beside the speed, a pair's losses: ``arithmetic_changes`` (the knobs that change
 computes), ``final_loss_gap`` and ``loss_gap``. The noise band lives in ``tfwb.analysis.noise``.
 
 Pure: ``tfwb.stats``, ``tfwb.config`` and ``tfwb.records`` only (below ``tfwb.expect``,
-``tfwb.analysis.rows`` and ``tfwb.text``).
+``tfwb.analysis.rows`` and ``tfwb.render``).
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ noise band of ``tfwb.analysis.noise``; each comparison is a ``Versus`` (the
 ``tfwb.stats.Comparison`` with the pair's context: which run it is against, per example or per
 step, the two batches). A run that applied the previous run's suggestion carries that
 suggestion's ``Bound`` (``tfwb.analysis.diagnosis``) and whether the gain went above it beyond
-the noise. The words (verdicts, notes, the tables) are rendered afterwards by ``tfwb.text``.
+the noise. The words (verdicts, notes, the tables) are rendered afterwards by ``tfwb.render``.
 
 Pure: no TensorFlow, no UI library.
 """

@@ -10,7 +10,7 @@ busy).
 
 Observer style: a front end subscribes (``Analysis.subscribe(callback)``); the owner of the
 history calls ``Analysis.push`` when a run finishes, and every subscriber receives that run's
-``RunView``. The words are rendered by ``tfwb.text`` from the view's rows.
+``RunView``. The words are rendered by ``tfwb.render`` from the view's rows.
 
 The record (``RunResult``) stays data: it does not import this module or its interpretation.
 Pure: no TensorFlow, no UI library.

@@ -48,7 +48,7 @@ from tfwb.interrupts import InterruptBridge
 from tfwb.knobs import GROUPS, markdown_table
 from tfwb.observers import Observer, Progress, StopFlag
 from tfwb.records import RunResult
-from tfwb.text import format_table
+from tfwb.render import format_table
 
 __all__ = ["main", "build_parser", "parse_args", "knobs_text", "hardware_lines", "suggestion_lines", "Runner"]
 

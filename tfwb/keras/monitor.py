@@ -453,9 +453,9 @@ class Monitor(keras.callbacks.Callback):
         r = self._build(status, stop_reason, samples=samples, error=error)
         if r.median_step_s and status != "failed":
             # How far from the limit, as on Workbench runs: the model's FLOPs and this machine's peak
-            # (tfwb.tf.runner.limits.measure_limits never raises: what it cannot read is None with a reason).
+            # (tfwb.tf.runner.step_limits.measure_limits never raises: what it cannot read is None with a reason).
             try:
-                from tfwb.tf.runner.limits import measure_limits as limits   # lazy: it loads TensorFlow's pieces
+                from tfwb.tf.runner.step_limits import measure_limits as limits   # lazy: it loads TensorFlow's pieces
 
                 notes: List[str] = []
                 fields = limits(r.config, getattr(self.model, "distribute_strategy", None), self.model, notes)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from tfwb import expect, stats
-from tfwb import text as report
+from tfwb import render
 from tfwb.config import RunConfig
 from tfwb.hardware import MachineLike, describe
 from tfwb.records import RunResult
@@ -410,7 +410,7 @@ class SweepResult:
     def html(self) -> str:
         """The summary and the table of every candidate, as HTML (what a notebook shows for it)."""
         headers, body = self._table()
-        return f"<p>{html.escape(self.summary())}</p>" + report.simple_html_table(headers, body)
+        return f"<p>{html.escape(self.summary())}</p>" + render.simple_html_table(headers, body)
 
     def _repr_html_(self) -> str:
         return self.html()

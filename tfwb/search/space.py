@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Sequence, Tuple
 
-from tfwb import text as report
+from tfwb import render
 from tfwb.config import KNOBS, RunConfig
 from tfwb.knobs import fixed_reasons, sweep_space
 from tfwb.workloads import get_workload
@@ -144,7 +144,7 @@ def label_for(config: RunConfig, baseline: RunConfig) -> str:
         >>> label_for(RunConfig(prefetch=True), RunConfig())
         'prefetch'
     """
-    items = report.short_changes(config, baseline)
+    items = render.short_changes(config, baseline)
     return ", ".join(items) if items else NAIVE
 
 

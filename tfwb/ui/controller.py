@@ -46,7 +46,7 @@ from tfwb.interrupts import InterruptBridge, kernel_loop
 from tfwb.lifecycle import new_run_id, now_iso
 from tfwb.observers import Observer, Progress, StopFlag
 from tfwb.records import RunResult
-from tfwb.text import short_changes
+from tfwb.render import short_changes
 from tfwb.search.tune_events import TuneEvent
 from tfwb.search.tune_loop import Comparer, check_arguments
 from tfwb.search.tune_loop import tune as tune_loop

@@ -5,12 +5,12 @@ the status line, the tune's log (a line per trial as it happens, then the closin
 previous run's when the knobs that changed alter the arithmetic (``tfwb.analysis.pairs.ARITHMETIC_KNOBS``),
 the comparison chart, the limits chart (``tfwb.ui.charts.limits``), the history table) and how
 each is drawn. A run's status line carries its MFU (in ``RunResult.summary``), its first
-suggestion with the most it can gain (``tfwb.text.suggestion_text``), and, for a run that applied
+suggestion with the most it can gain (``tfwb.render.suggestion_text``), and, for a run that applied
 the previous run's suggestion and nothing else, that bound scored against the measured gain
-(``tfwb.text.bound_note``: red when the gain is above the bound beyond noise). It does nothing to runs:
+(``tfwb.render.bound_note``: red when the gain is above the bound beyond noise). It does nothing to runs:
 it is told what happens through ``tfwb.ui.controller.ControllerEvents``; the way back (the rows,
 verdicts and diagnosis of the runs) arrives as the ``tfwb.analysis.session.RunView`` the
-controller's analysis pushes to ``on_view``, and the words are rendered by ``tfwb.text``. It reads
+controller's analysis pushes to ``on_view``, and the words are rendered by ``tfwb.render``. It reads
 the controller only for the way out (``baseline``, ``config()``, ``running``);
 the buttons are wired to the controller by ``tfwb.ui.workbench.Workbench``.
 
@@ -28,7 +28,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 import ipywidgets as W
 
 from tfwb import hardware as _hardware
-from tfwb import text as words
+from tfwb import render as words
 from tfwb.analysis.diagnosis import expectations
 from tfwb.analysis.rows import HistoryRow
 from tfwb.analysis.session import RunView
@@ -400,7 +400,7 @@ class WorkbenchPanel(ControllerEvents):
         return text
 
     def _suggestion_line(self, row: HistoryRow) -> str:
-        """The run's first suggestion with its bound (``tfwb.text.suggestion_text``), HTML; ``""`` without one."""
+        """The run's first suggestion with its bound (``tfwb.render.suggestion_text``), HTML; ``""`` without one."""
         diagnosis = row.diagnosis
         if diagnosis is None or not diagnosis.suggestions:
             return ""

@@ -8,7 +8,7 @@ of each other's insides:
   -> the history file -> ``results``; Stop and kernel interrupts; the suggestion. No widgets.
 - ``tfwb.ui.panel.WorkbenchPanel``: the widgets and how they show the controller's runs
   (status line, progress bar, charts from ``tfwb.ui.charts``, the table from
-  ``tfwb.text``); it only reads the controller.
+  ``tfwb.render``); it only reads the controller.
 
 The knob controls come from the knob table (``tfwb.ui.controls``: one per RunConfig field
 that has a ``group``, laid out a row per group); they are the controller's inputs and

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from tfwb import stats
-from tfwb import text as report
+from tfwb import render
 from tfwb.config import RunConfig
 from tfwb.observers import Observer, StopAtLoss
 from tfwb.records import RunResult
@@ -134,7 +134,7 @@ class TargetRuns:
     def text(self) -> str:
         """One line: steps and seconds to the target (median and quartiles), seeds that reached it."""
         def fmt(v: Optional[float], spec: str) -> str:
-            return report.fmt(v, spec, missing="never")
+            return render.fmt(v, spec, missing="never")
 
         q1, q3 = self.steps_quartiles
         s1, s3 = self.seconds_quartiles
@@ -241,7 +241,7 @@ def _q(v: Optional[float], spec: str) -> str:
 
 
 def target_table(runs: Sequence[TargetRuns]) -> Tuple[Tuple[str, ...], list]:
-    """``(headers, rows)`` for ``tfwb.report.simple_html_table``: one row per ``TargetRuns``."""
+    """``(headers, rows)`` for ``tfwb.render.simple_html_table``: one row per ``TargetRuns``."""
     headers = ("optimizer", "learning rate", "reached", "steps: median", "steps: IQR", "seconds: median",
                "seconds: IQR", "ms per step (median)")
     rows = []

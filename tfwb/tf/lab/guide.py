@@ -31,7 +31,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple  # 
 import tensorflow as tf
 
 from tfwb import expect, stats
-from tfwb import text as report
+from tfwb import render
 from tfwb.tf.runner import pipeline
 from tfwb.tf.lab.stopwatch import time_calls
 
@@ -222,7 +222,7 @@ def format_rows(rows: Sequence[dict]) -> str:
 
 def html_rows(rows: Sequence[dict]) -> str:
     """The comparison table as escaped HTML, for a notebook cell (``display(HTML(...))``)."""
-    return report.simple_html_table(HEADERS, _cells(rows))
+    return render.simple_html_table(HEADERS, _cells(rows))
 
 
 def run(repeats: int = 5, *, warmup: int = 1, pairs: Iterable[Pair] = PAIRS,

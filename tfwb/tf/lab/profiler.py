@@ -28,7 +28,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from tfwb import text as report_tables
+from tfwb import render as report_tables
 from tfwb.analysis import diagnosis
 from tfwb.config import RunConfig
 from tfwb.observers import Observer, Progress, RunState

@@ -40,7 +40,7 @@ orchestrates; the optimizer (``optimizers``), the step function (``train_step``)
 fingerprint (``fingerprint``) and the devices (``devices``) live in their own modules.
 
 How far from the limit: once per run, after its steps (nothing runs in the step loop),
-``tfwb.tf.runner.limits.measure_limits`` counts the model's FLOPs and reads this machine's
+``tfwb.tf.runner.step_limits.measure_limits`` counts the model's FLOPs and reads this machine's
 peaks; the RunResult is built once, with that record as its ``limits``.
 
 Global state: a run sets the Keras dtype policy and restores the previous one;
@@ -72,7 +72,7 @@ from tfwb.tf.runner.pipeline import build_dataset
 from tfwb.tf.runner.quiet import TF_LOG_LINE, is_tf_log, native_stderr_captured
 from tfwb.tf.runner.devices import device_sync, setup_devices
 from tfwb.tf.runner.fingerprint import fingerprint
-from tfwb.tf.runner.limits import measure_limits
+from tfwb.tf.runner.step_limits import measure_limits
 from tfwb.tf.runner.memory import MemoryPeak
 from tfwb.tf.runner.optimizers import make_optimizer
 from tfwb.tf.runner.train_step import make_step, per_example_loss, tracing_count

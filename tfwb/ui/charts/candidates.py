@@ -9,7 +9,7 @@ with their inter-quartile range, coloured by the noise-aware verdict against the
 
 Same conventions as the other families of ``tfwb.ui.charts``: ``draw_*`` take an ``Axes``;
 ``*_png`` build a ``matplotlib.figure.Figure`` (never pyplot) and return PNG bytes
-(``tfwb.ui.charts.common.figure_png``); colours come from ``tfwb.text`` so tables and
+(``tfwb.ui.charts.common.figure_png``); colours come from ``tfwb.render`` so tables and
 charts agree.
 """
 from __future__ import annotations
@@ -23,15 +23,15 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
 from tfwb import stats
-from tfwb import text as report
+from tfwb import render
 from tfwb.search.result import FAILED, FINALIST, SLOWER, WINNER, WORSE, SweepResult, Trial, example_times_s
 from tfwb.ui.charts.common import SMALL, figure_png, message
 
-WINNER_COLOR = report.FASTER_COLOR
+WINNER_COLOR = render.FASTER_COLOR
 FINALIST_COLOR = "#4e79a7"
 PRUNED_COLOR = "#a0a0a0"
-WORSE_COLOR = report.SLOWER_COLOR
-FAILED_COLOR = report.FAILED_COLOR
+WORSE_COLOR = render.SLOWER_COLOR
+FAILED_COLOR = render.FAILED_COLOR
 NAIVE_COLOR = "#222222"
 #: Half the width of the band candidates spread over around each rung (in rungs).
 JITTER = 0.28
@@ -187,7 +187,7 @@ def draw_finalists(ax: Axes, result: SweepResult) -> None:
         if t.status == WINNER:
             color = WINNER_COLOR
         elif t in result.tied:
-            color = report.SAME_COLOR
+            color = render.SAME_COLOR
         else:
             color = WORSE_COLOR
         rows.append((t.label, t.runs[last], color))
@@ -223,7 +223,7 @@ def draw_finalists(ax: Axes, result: SweepResult) -> None:
             text = f"winner vs naive: {result.speedup.text().split(': compare')[0].split(' (other programs')[0]}"
         elif color == WINNER_COLOR:
             text = "winner"
-        elif color == report.SAME_COLOR:
+        elif color == render.SAME_COLOR:
             text = "tied with the winner (within noise)"
         else:
             text = f"{m / best:.2f}x the winner's time"

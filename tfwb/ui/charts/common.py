@@ -3,7 +3,7 @@
 
 Figures are ``matplotlib.figure.Figure``, never pyplot: nothing global is created or
 left open, no inline figure appears at the end of a cell, and it works headless (Agg).
-Verdict and failure colours come from ``tfwb.text`` (``FAILED_COLOR``), so tables
+Verdict and failure colours come from ``tfwb.render`` (``FAILED_COLOR``), so tables
 and charts agree. An Axes with nothing to show is switched off and carries a message
 instead (``message``): a failed run never leaves empty axes.
 """
@@ -16,7 +16,7 @@ from typing import Optional
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from tfwb import text as report
+from tfwb import render
 from tfwb.records import RunResult
 
 #: What ``tfwb.ui.charts`` re-exports; ``message``, ``run_name``, ``shorten``, ``failure_text`` and
@@ -29,7 +29,7 @@ INPUT_COLOR = "#f28e2b"      # waiting for input (a tf.data stage in the profile
 COMPUTE_COLOR = "#4e79a7"    # the rest of the step
 WARMUP_COLOR = "#bab0ac"     # warm-up steps (excluded from statistics)
 MEDIAN_COLOR = "#222222"
-FAILED_COLOR = report.FAILED_COLOR   # the one definition lives in tfwb.text
+FAILED_COLOR = render.FAILED_COLOR   # the one definition lives in tfwb.render
 BASELINE_COLOR = "#8c8c8c"
 #: Grey text: a message that is not a failure, a secondary note.
 MUTED_COLOR = "#555555"

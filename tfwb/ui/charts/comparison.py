@@ -4,7 +4,7 @@ the knobs that set it apart from the baseline and coloured by a noise-aware comp
 ``draw_comparison`` draws on an Axes; ``comparison_png`` is what the Workbench shows under
 its history table. The rows (medians, comparisons) are ``tfwb.analysis.rows.HistoryRow``s, the
 table's own (the Workbench passes the ``RunView``'s), so the table and the chart say the same;
-the noise caption is ``tfwb.text.noise_note``.
+the noise caption is ``tfwb.render.noise_note``.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from tfwb import stats
 from tfwb.analysis.rows import HistoryRow, Versus, history_rows
 from tfwb.config import RunConfig
 from tfwb.records import RunResult
-from tfwb.text import FASTER_COLOR, SLOWER_COLOR, noise_note, short_changes, verdict, verdict_color
+from tfwb.render import FASTER_COLOR, SLOWER_COLOR, noise_note, short_changes, verdict, verdict_color
 from tfwb.ui.charts.common import (BASELINE_COLOR, FAILED_COLOR, MUTED_COLOR, SMALL, failure_text, figure_png,
                                    message, shorten)
 
@@ -37,7 +37,7 @@ BARS_SHARE = 0.42
 def run_label(index: int, reference: Optional[RunConfig], config: RunConfig, *, is_baseline: bool = False,
               width: int = LABEL_WIDTH) -> str:
     """A run's name in the comparison chart: ``#index``, its label (``config.label``), and the
-    knobs that set it apart from ``reference`` (``tfwb.text.short_changes``), wrapped at
+    knobs that set it apart from ``reference`` (``tfwb.render.short_changes``), wrapped at
     ``width``, never cut.
 
     Args:

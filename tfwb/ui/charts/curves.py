@@ -14,7 +14,7 @@ from typing import Any, List, Sequence
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from tfwb import text as report
+from tfwb import render
 from tfwb.records import RunResult
 from tfwb.ui.charts.common import BASELINE_COLOR, SMALL, figure_png, message, run_name
 
@@ -192,7 +192,7 @@ def draw_loss_beside(ax: Axes, result: RunResult, previous: RunResult, *, number
     """Run ``number``'s training loss beside run ``previous_number``'s, over training steps.
 
     The legend names each run by its number and the knobs that set it apart from the other
-    (``tfwb.text.short_changes``); the title says the final-loss gap (``tfwb.text.loss_note``).
+    (``tfwb.render.short_changes``); the title says the final-loss gap (``tfwb.render.loss_note``).
     Neither run with a loss gives a message instead of axes.
 
     Args:
@@ -214,7 +214,7 @@ def draw_loss_beside(ax: Axes, result: RunResult, previous: RunResult, *, number
         finite = [(s, v) for s, v in zip(_steps_axis(run, len(values)), values) if v == v and abs(v) != float("inf")]
         if not finite:
             continue
-        what = ", ".join(report.short_changes(run.config, other)) or "same knobs"
+        what = ", ".join(render.short_changes(run.config, other)) or "same knobs"
         ax.plot([s for s, _ in finite], [v for _, v in finite], color=color, linestyle=style, lw=1.4,
                 label=f"#{n} {role + ': ' if role else ''}{what}")
         drawn = True
@@ -224,7 +224,7 @@ def draw_loss_beside(ax: Axes, result: RunResult, previous: RunResult, *, number
     warm = max(1, result.steps_per_call) * len(result.warmup_losses)
     if warm:
         ax.axvline(warm + 0.5, color=BASELINE_COLOR, linestyle=":", lw=1)
-    note = report.loss_note(previous, result, previous_number)
+    note = render.loss_note(previous, result, previous_number)
     ax.set_title(f"training loss: #{number} beside #{previous_number}" + (f" \u2014 {note}" if note else ""),
                  fontsize=10, loc="left")
     ax.set_xlabel("training step (warm-up left of the dotted line)" if warm else "training step")
