@@ -78,3 +78,22 @@ def test_tfwb_0_1_names_are_gone_as_promised():
     from tfwb import knobs
     with pytest.raises(AttributeError, match="no attribute 'knob'"):
         knobs.knob
+
+
+def test_names_that_left_a_module_are_served_there_with_a_warning():
+    from tfwb import bottleneck, expect
+
+    with pytest.warns(DeprecationWarning, match=r"tfwb.expect.bound_of is now tfwb.bottleneck.limit_of"):
+        assert expect.bound_of is bottleneck.limit_of
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        expect.nothing
+
+
+def test_a_split_module_serves_its_renamed_names_under_the_old_ones(monkeypatch):
+    monkeypatch.delitem(sys.modules, "tfwb.tuning", raising=False)
+    with pytest.warns(DeprecationWarning, match="tfwb.tuning is now tfwb.search.tune_loop"):
+        old = importlib.import_module("tfwb.tuning")
+    from tfwb.search import tune_changes, tune_loop, tune_result
+
+    assert old.Candidate is tune_changes.Change and old.Trial is tune_result.TuneTrial
+    assert old.candidates is tune_changes.rank_changes and old.tune is tune_loop.tune

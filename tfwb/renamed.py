@@ -49,6 +49,7 @@ MOVED: Dict[str, str] = {
     "tfwb.pairs": "tfwb.analysis.pairs",
     "tfwb.diagnosis": "tfwb.analysis.diagnosis",
     "tfwb.report": "tfwb.render",
+    "tfwb.tuning": "tfwb.search.tune_loop",
 }
 
 #: old module -> the other modules its names went to; the old name then gives a module of its own
@@ -56,6 +57,13 @@ MOVED: Dict[str, str] = {
 #: the rows and the pair decision to ``tfwb.analysis``).
 SPLIT: Dict[str, Tuple[str, ...]] = {
     "tfwb.report": ("tfwb.analysis.rows", "tfwb.analysis.pairs", "tfwb.analysis.noise"),
+    "tfwb.pairs": ("tfwb.analysis.noise",),
+    "tfwb.tuning": ("tfwb.search.tune_changes", "tfwb.search.tune_result", "tfwb.search.tune_events"),
+}
+
+#: old module -> {old name: new name} for names renamed as they moved (served under both names).
+RENAMED_IN: Dict[str, Dict[str, str]] = {
+    "tfwb.tuning": {"Candidate": "Change", "Trial": "TuneTrial", "candidates": "rank_changes"},
 }
 
 
@@ -93,8 +101,34 @@ def serve(old: str) -> ModuleType:
             source = importlib.import_module(name)
             public = getattr(source, "__all__", None) or [n for n in vars(source) if not n.startswith("_")]
             module.__dict__.update({n: getattr(source, n) for n in public if hasattr(source, n)})
+        module.__dict__.update({was: getattr(module, now) for was, now in RENAMED_IN.get(old, {}).items()})
     sys.modules[old] = module
     return module
+
+
+def forward(module: str, moved: Dict[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for names that left it, each with a ``DeprecationWarning`` naming its place.
+
+    Args:
+        module: the module's ``__name__``.
+        moved: old name -> ``"new.module"`` (same name there) or ``"new.module:new_name"``.
+
+    Example:
+        >>> import warnings
+        >>> __getattr__ = forward("tfwb.old_place", {"median": "tfwb.stats", "mid": "tfwb.stats:median"})
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     f = __getattr__("mid")
+        >>> f([1, 2, 3]), str(caught[0].message).split(";")[0]
+        (2.0, 'tfwb.old_place.mid is now tfwb.stats.median')
+    """
+    def __getattr__(name: str) -> Any:
+        if name not in moved:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        where, _, new_name = moved[name].partition(":")
+        _warn(f"{module}.{name}", f"{where}.{new_name or name}")
+        return getattr(importlib.import_module(where), new_name or name)
+    return __getattr__
 
 
 def deprecated_alias(module: str, old: str, new: str, value: Callable[[], Any]) -> Any:

@@ -35,9 +35,11 @@ from tfwb.expect.changes import change
 from tfwb.expect.checks import (AB, AGREED, CANNOT_TELL, DISAGREED, Check, Equal, Threshold, Unjudged, ab,
                                 at_least, at_most, check, equal, unjudged)
 from tfwb.expect.machine_checks import MEMORY_MEASURES, default_device, precision_memory
-from tfwb.renamed import extend_path
+from tfwb.renamed import extend_path, forward
 
 extend_path(__name__, __path__)   # tfwb.expect.rules (moved to tfwb.advice.rules) imports until tfwb 0.4
+_MOVED_NAMES = {"bound_of": "tfwb.bottleneck:limit_of", "BOUNDS": "tfwb.bottleneck:LIMITS",
+                "check_bound": "tfwb.bottleneck:check_limit"}
 
 __all__ = [
     "ab", "check", "at_least", "at_most", "equal", "unjudged", "change", "expected_for", "table",
@@ -58,4 +60,6 @@ def __getattr__(name: str) -> Any:
         return _expected.rules()
     if name == "KNOWN":
         return tuple(_expected.rules())
+    if name in _MOVED_NAMES:           # tfwb 0.2's names of a run's limit, until 0.4
+        return forward(__name__, _MOVED_NAMES)(name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

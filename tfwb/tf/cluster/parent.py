@@ -83,6 +83,7 @@ from tfwb.tf.cluster.preflight import cpu_note, placement, workload_spec
 from tfwb.tf.cluster.processes import WorkerProcess, kill_all, read_reports, stopped_state, worker_env
 from tfwb.tf.runner.strategies import CLUSTER_STRATEGIES, in_worker
 from tfwb.tf.workloads.image_files import ensure_images
+from tfwb.renamed import forward
 
 #: Seconds the cluster has from starting its processes until every worker finished its first step
 #: (TensorFlow imported, cluster joined, model built, step traced).
@@ -454,3 +455,10 @@ class _Cluster:
         replicas = self.workers[0].replicas if self.workers else None   # num_replicas_in_sync of the chief
         return self.life.result(status, error, setup_s=self.start_s or 0.0, notes=notes,
                                 extras={"cluster": facts}, replicas=replicas)
+
+
+#: Names that moved in tfwb 0.3, served here with a DeprecationWarning until 0.4 (``tfwb.renamed.forward``).
+__getattr__ = forward(__name__, {
+    **dict.fromkeys(("holds_gpu_memory", "WORKER_MEMORY_MIB"), "tfwb.tf.cluster.preflight"),
+    **dict.fromkeys(("alive", "REPORT"), "tfwb.tf.cluster.processes"),
+})

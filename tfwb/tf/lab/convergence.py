@@ -31,6 +31,7 @@ from tfwb.observers import Observer, StopAtLoss
 from tfwb.records import RunResult
 from tfwb.tf.lab.arguments import finite_number, positive_int
 from tfwb.tf.run import run
+from tfwb.renamed import forward
 
 __all__ = ["to_target", "TargetRuns", "blew_up", "gain", "target_table"]
 
@@ -252,3 +253,13 @@ def target_table(runs: Sequence[TargetRuns]) -> Tuple[Tuple[str, ...], list]:
                      _q(r.median_steps, ".0f"), f"{_q(a, '.0f')}-{_q(b, '.0f')}", _q(r.median_seconds, ".2f"),
                      f"{_q(c, '.2f')}-{_q(d, '.2f')}", "-" if step is None else f"{step * 1e3:.3f}"))
     return headers, rows
+
+
+#: Names that moved in tfwb 0.3, served here with a DeprecationWarning until 0.4 (``tfwb.renamed.forward``).
+__getattr__ = forward(__name__, {
+    **dict.fromkeys(("lr_sweep", "LearningRateSweep", "schedule_curves", "ScheduleCurve", "lr_sweep_table",
+                     "SWEEP_TAIL"), "tfwb.tf.lab.learning_rates"),
+    **dict.fromkeys(("clip_directions", "ClipDirections", "ClipDirection", "cosine"), "tfwb.tf.lab.clipping"),
+    **dict.fromkeys(("HeldOutLoss", "held_out", "held_out_curves", "held_out_table", "ADAMW_DEFAULT_DECAY"),
+                    "tfwb.tf.lab.held_out"),
+})

@@ -43,6 +43,7 @@ import tensorflow as tf
 from tfwb.config import RunConfig
 from tfwb.workloads import GENERIC_KNOBS, Workload, get_workload
 from tfwb.tf.runner.quiet import native_stderr_captured
+from tfwb.renamed import forward
 
 AUTOTUNE = tf.data.AUTOTUNE
 INTERLEAVE_CYCLE = 16          # shards read at once with interleave=True
@@ -422,3 +423,7 @@ def build_dataset(cfg: RunConfig, workload: Optional[Workload] = None, tuning: O
     source = make_source(cfg, workload, tuning)
     ds, cache_notes = finish(source, cfg, tuning, workload=workload)
     return ds, tuple(notes) + source.notes + cache_notes
+
+
+#: Names that moved in tfwb 0.3, served here with a DeprecationWarning until 0.4 (``tfwb.renamed.forward``).
+__getattr__ = forward(__name__, {"Tuning": "tfwb.tf.runner.pipeline:PipelineSettings"})

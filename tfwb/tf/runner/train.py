@@ -77,6 +77,7 @@ from tfwb.tf.runner.memory import MemoryPeak
 from tfwb.tf.runner.optimizers import make_optimizer
 from tfwb.tf.runner.train_step import make_step, per_example_loss, tracing_count
 from tfwb.tf.runner.strategies import CLUSTER_STRATEGIES, coordinate, distribute, distribution_facts, in_worker, make_strategy, prepare
+from tfwb.renamed import forward
 
 __all__ = ["run_process", "prepared", "timed_steps", "input_floor_s", "Prepared", "StepLog", "make_optimizer",
            "fingerprint", "WINDOW_S"]
@@ -392,3 +393,12 @@ def _describe(e: BaseException, cfg: RunConfig) -> str:
     if isinstance(e, tf.errors.NotFoundError):
         msg += " (a data file is missing: if the data folder was deleted, run again to regenerate it)"
     return msg
+
+
+#: Names that moved in tfwb 0.3, served here with a DeprecationWarning until 0.4 (``tfwb.renamed.forward``).
+__getattr__ = forward(__name__, {
+    "limits": "tfwb.tf.runner.step_limits:measure_limits",
+    **dict.fromkeys(("call_overhead_s", "PEAK_BUDGET_S", "FAST_PEAK_BUDGET_S", "RETRY_LOADED_S"),
+                    "tfwb.tf.runner.step_limits"),
+    "LIMIT_FIELDS": "tfwb.limits_record",
+})
