@@ -1,7 +1,7 @@
 """Tests of tfwb.advice: one entry per knob gives its expectation, its suggestion, its order and its bound.
 
 A toy knob added here (a field on a RunConfig subclass plus one ``ADVICE`` entry, no edit of
-``tfwb.diagnosis`` or ``tfwb.expect``) is expected, suggested and bounded like a built-in one;
+``tfwb.analysis.diagnosis`` or ``tfwb.expect``) is expected, suggested and bounded like a built-in one;
 and every user of a ``mixed_precision`` policy's compute dtype reads ``compute_dtype``.
 Pure except the last test, which imports TensorFlow.
 """

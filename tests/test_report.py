@@ -93,7 +93,7 @@ def test_too_few_steps_says_so():
 
 def test_format_table_exact(results):
     rows = history_rows(results)
-    slow, fast = words.headline(rows[0]), words.headline(rows[1])     # the diagnosis's words (tfwb.diagnosis)
+    slow, fast = words.headline(rows[0]), words.headline(rows[1])     # the diagnosis's words (tfwb.analysis.diagnosis)
     assert slow.startswith("highly input-bound (input wait 30%)") and fast == "not input-bound (input wait 2%)"
     error = "error: ResourceExhaustedError: OOM"
     rule = "-" * max(len(slow), len(fast), len(error))

@@ -1,26 +1,29 @@
 """tfwb — a measured workbench for making TensorFlow training fast.
 
-``import tfwb`` is cheap: it does not import TensorFlow, ipywidgets or
-matplotlib. Those load when you call ``run``, build a ``Workbench`` or draw a chart.
+``import tfwb`` is cheap: it does not import TensorFlow, ipywidgets or matplotlib, and it changes
+nothing in the import system. Those load when you call ``run``, build a ``Workbench`` or draw a
+chart. ARCHITECTURE.md (at the repository's root) describes the house; in short, the layers, each
+importing only the ones before it (``tests/test_layering.py`` checks it, package ``__init__``
+files included):
 
-The layers, each importing only the ones before it (``tests/test_layering.py`` checks it):
-
-1. the pure core, this folder's modules and ``expect/`` and ``sweeps/``: knobs and
-   ``RunConfig``, ``RunResult`` and the run ``history``, statistics, observers and the run
-   ``lifecycle``, workloads, the machine (``hardware``, ``nvml``), what limits a run
-   (``bounds``), expectations, diagnosis, reports and the sweep's search — no TensorFlow,
-   IPython, ipywidgets or matplotlib;
-2. ``monitor/``: the utilization probes and the sampler thread;
-3. ``tf/``: everything that imports TensorFlow. ``tf/runner/`` is what ``tfwb.run`` drives
-   in one process, ``tf/cluster/`` the local multi-worker and parameter-server clusters,
+1. the pure core: this folder's modules (knobs and ``RunConfig``, ``RunResult`` and its limits,
+   the run ``history``, ``stats``, ``timing``, observers and the run ``lifecycle``, workloads, the
+   machine, what limits a run (``bottleneck``), ``render`` (the words), a reader's ``prediction``
+   and its ``scorecard``), and the packages ``analysis/`` (what a run means: pairs, noise,
+   diagnosis, rows, the session), ``advice/`` (what a knob can do), ``expect/`` (checks) and
+   ``search/`` (the sweep and the tune) — no TensorFlow, IPython, ipywidgets or matplotlib;
+2. ``utilization/``: the utilization probes and the sampler thread;
+3. ``tf/``: everything that imports TensorFlow. ``tf/runner/`` is what ``tfwb.run`` drives in one
+   process, ``tf/cluster/`` the local multi-worker and parameter-server clusters,
    ``tf/workloads/`` the built-in workloads and their data, and ``tf/lab/`` the chapters'
-   instruments; the runner imports neither ``lab`` nor ``cluster``, and ``tf/run.py`` picks
-   the runner;
-4. ``ui/`` (the Workbench and the charts) and ``cli/`` (``python -m tfwb``), which do not
-   import each other.
+   instruments and the facades that hand ``tfwb.run`` to the pure searches; the runner imports
+   neither ``lab`` nor ``cluster``, and ``tf/run.py`` picks the runner;
+4. ``keras/`` (the fit Monitor), ``ui/`` (the Workbench, the prediction box and the charts) and
+   ``cli/`` (``python -m tfwb``); ``ui`` and ``cli`` do not import each other.
 
-Function-local imports appear only where they keep TensorFlow, widgets or matplotlib
-from loading before they are needed.
+Function-local imports appear only where they keep TensorFlow, widgets or matplotlib from
+loading before they are needed. Names that moved in 0.3 still import from their old places
+until 0.4, with a warning (``tfwb.renamed``).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """What limits a run: the input-wait thresholds and the limit read from a measured result.
 
-Both ``tfwb.expect`` (which asks whether a change can show on a run) and ``tfwb.diagnosis``
+Both ``tfwb.expect`` (which asks whether a change can show on a run) and ``tfwb.analysis.diagnosis``
 (which names what to try next) read a run through this module, so neither imports the
 other for it. The thresholds are the TF profiler's own: input wait >= 5 % of the step
 is moderately, >= 20 % highly input-bound; the wait counted is what lies above the

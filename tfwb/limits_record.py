@@ -44,7 +44,7 @@ class Limits:
         peaks: per dtype (``float32``, ``bfloat16``, ``float16``) ``{"measured": FLOP/s or
             None, "datasheet": FLOP/s or None, "source": str, "loaded": bool or None,
             "spread": dict or None}`` (the last two as ``peak_loaded`` and ``peak_spread``):
-            what the bound of a mixed precision suggestion reads (``tfwb.diagnosis``).
+            what the bound of a mixed precision suggestion reads (``tfwb.analysis.diagnosis``).
         call_overhead_s: the measured cost of one call of a ``tf.function`` that does no work
             (dispatch alone): a floor of the per-call overhead ``steps_per_execution``
             amortises; ``None`` when not measured.

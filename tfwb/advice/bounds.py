@@ -50,7 +50,7 @@ class Bound:
         strict: False where the bound assumes the rest of the step stays as it is but need not:
             an input knob on a run whose step runs on the CPU, where the pipeline takes cores
             from the step and removing its work can speed the step itself
-            (``tfwb.diagnosis.score_bound`` then explains a gain above the bound instead of
+            (``tfwb.analysis.diagnosis.score_bound`` then explains a gain above the bound instead of
             calling it wrong).
     """
 

@@ -3,12 +3,12 @@
 ``ADVICE`` maps a knob to its ``Advice``; everything that treats knobs one by one reads it:
 
 - ``tfwb.advice.expected.expected_for`` runs the entry's ``rule`` (``tfwb.advice.rules``);
-- ``tfwb.diagnosis.diagnose`` offers the entries' ``suggest`` changes that the run's workload
+- ``tfwb.analysis.diagnosis.diagnose`` offers the entries' ``suggest`` changes that the run's workload
   honours, sorted by ``order``: an input knob's (its declared ``Knob.role`` is ``source`` or
   ``pipeline``) to an input-bound run that reads through a pipeline (not
   ``data_source="memory"``), any other knob's to a run that is not input-bound, where its rule
   expects it faster on the run's machine;
-- ``tfwb.diagnosis.bound`` runs the entry's ``bound`` (``tfwb.advice.bounds``: the Amdahl
+- ``tfwb.analysis.diagnosis.bound`` runs the entry's ``bound`` (``tfwb.advice.bounds``: the Amdahl
   bound of the change on a measured run);
 - ``tfwb.search.tune_changes`` reads the entry's ``tune`` (``TuneAdvice``): whether the tune
   tries the knob, the values it tries, when a change is not worth a trial on a run, its place

@@ -173,7 +173,7 @@ class AB:
                 ``stats.RoundsComparison`` from ``compare_interleaved``).
             noise (stats.NoiseBand | None, default None): the run-to-run band for
                 ``stats.compare`` (its default when None). Two RunResults are compared as the
-                history table compares them (``tfwb.pairs.compare_runs``: per example when the
+                history table compares them (``tfwb.analysis.pairs.compare_runs``: per example when the
                 batches differ; "cannot tell" when other programs used the CPU during either
                 run or a run drifted), so a page never shows two verdicts for one pair.
 

@@ -202,7 +202,7 @@ def _final(alive: List[Trial], last: int, naive: RunResult, noise: stats.NoiseBa
     tied = []
 
     def loads(a: RunResult, b: RunResult) -> Tuple[Optional[float], Optional[float]]:
-        return other_cpu_pct(a), other_cpu_pct(b)        # a busy pair cannot tell (tfwb.pairs)
+        return other_cpu_pct(a), other_cpu_pct(b)        # a busy pair cannot tell (tfwb.analysis.pairs)
 
     for t in finalists[1:]:
         cmp = stats.compare(example_times_s(t.runs[last]), best, noise=noise,

@@ -2,7 +2,7 @@
 
 ``rank_changes(result)`` offers every change of the knobs whose ``tfwb.advice.ADVICE`` entry has
 a ``tune`` (``tfwb.advice.entries.TuneAdvice``: the values tried, when a change is of no use to
-a run, its place among equal bounds), bounds each by the diagnosis (``tfwb.diagnosis``:
+a run, its place among equal bounds), bounds each by the diagnosis (``tfwb.analysis.diagnosis``:
 ``1 / (1 - wait)`` for the input knobs, ``1 / MFU`` and the dtype peaks for the compute
 knobs), and splits them into those worth a trial, best bound first, and those skipped with
 their reason: within the noise (``tfwb.stats.NoiseBand``), not honoured by this machine (its
@@ -131,7 +131,7 @@ def rank_changes(result: RunResult, diagnosis: Optional[Diagnosis] = None, hardw
 
     Args:
         result: the measured run of the current best configuration.
-        diagnosis: its ``tfwb.diagnosis.Diagnosis`` (computed when None); its suggestions'
+        diagnosis: its ``tfwb.analysis.diagnosis.Diagnosis`` (computed when None); its suggestions'
             bounds are reused.
         hardware: the machine (default: read from the result's fingerprint).
         tried: ``(knob, value)`` pairs already tried (skipped as such).

@@ -1,7 +1,7 @@
 """The tune: diagnose a run, try the most promising change, keep it only if it is faster and still trains.
 
 ``tune(baseline, runner=..., compare=...)`` closes the loop between the diagnosis
-(``tfwb.diagnosis``: what limits a run, and ``tfwb.advice``'s bound of what each knob can
+(``tfwb.analysis.diagnosis``: what limits a run, and ``tfwb.advice``'s bound of what each knob can
 gain) and measurement:
 
 1. The start runs once (``runner(cfg, observers)``).

@@ -338,7 +338,7 @@ def run_process(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_err
                     timed_steps(p, life.calls, life.clock, log, state=state, dispatch=life.dispatch,
                                 first=len(log.times_s))
                     share = others()
-                    if share is not None:            # read by tfwb.pairs where the run is too short for samples
+                    if share is not None:            # read by tfwb.analysis.pairs where the run is too short for samples
                         state.extras["other_cpu_pct"] = round(100.0 * share, 1)
                 facts["traces"] = tracing_count(p.step)
                 if log.times_s and not state.interrupted and state.diverged_at is None:

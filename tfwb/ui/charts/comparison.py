@@ -138,6 +138,29 @@ def _notes(row: HistoryRow, base_index: Optional[int], versus: str) -> Tuple[str
     return first, kind, second
 
 
+def _draw_bar(ax: Axes, yi: int, row: HistoryRow, first: str, kind: Optional[str], second: str,
+              right: float) -> None:
+    """One finished run's bar (median, IQR) and its notes to the right, coloured by its verdict."""
+    med, q1, q3 = row.median_ms, row.q1_ms, row.q3_ms
+    color = verdict_color(kind) if kind in (stats.FASTER, stats.SLOWER) else (
+        BASELINE_COLOR if row.is_baseline else NEUTRAL_BAR_COLOR)
+    ax.barh(yi, med, height=0.55, color=color, edgecolor="#333333" if row.is_baseline else "none",
+            linewidth=0.8, xerr=[[med - q1], [q3 - med]],
+            error_kw=dict(ecolor="#333333", capsize=3, linewidth=1))
+    x = q3 + right * 0.02
+    head = f"{med:,.1f} ms" + (f"  {first}" if first else "")
+    backing = dict(facecolor="white", edgecolor="none", alpha=0.85, pad=0.5)
+    notes = [ax.text(x, yi - (0.15 if second else 0.0), head, va="center", ha="left", fontsize=SMALL,
+                     color=verdict_color(kind) if kind in (stats.FASTER, stats.SLOWER) else "#333333",
+                     fontweight="bold" if kind in (stats.FASTER, stats.SLOWER) else "normal",
+                     bbox=backing)]
+    if second:
+        notes.append(ax.text(x, yi + 0.2, second, va="center", ha="left", fontsize=SMALL - 0.5,
+                             color=MUTED_COLOR, bbox=backing))
+    for note in notes:
+        note.set_in_layout(False)      # they sit inside the axes (see xlim); layout ignores them
+
+
 def draw_comparison(ax: Axes, results: Sequence[RunResult], baseline: Optional[RunResult] = None, *,
                     baseline_config: Optional[RunConfig] = None, versus: str = "previous",
                     noise: Optional[stats.NoiseBand] = None,
@@ -202,25 +225,7 @@ def draw_comparison(ax: Axes, results: Sequence[RunResult], baseline: Optional[R
             ax.text(right * 0.02, yi, shorten(failure_text(result), 90), va="center", ha="left",
                     fontsize=SMALL, color=FAILED_COLOR, fontweight="bold")
             continue
-        first, kind, second = _notes(row, base_index, versus)
-        med, q1, q3 = row.median_ms, row.q1_ms, row.q3_ms
-        color = verdict_color(kind) if kind in (stats.FASTER, stats.SLOWER) else (
-            BASELINE_COLOR if row.is_baseline else NEUTRAL_BAR_COLOR)
-        ax.barh(yi, med, height=0.55, color=color, edgecolor="#333333" if row.is_baseline else "none",
-                linewidth=0.8, xerr=[[med - q1], [q3 - med]],
-                error_kw=dict(ecolor="#333333", capsize=3, linewidth=1))
-        x = q3 + right * 0.02
-        head = f"{med:,.1f} ms" + (f"  {first}" if first else "")
-        backing = dict(facecolor="white", edgecolor="none", alpha=0.85, pad=0.5)
-        notes = [ax.text(x, yi - (0.15 if second else 0.0), head, va="center", ha="left", fontsize=SMALL,
-                         color=verdict_color(kind) if kind in (stats.FASTER, stats.SLOWER) else "#333333",
-                         fontweight="bold" if kind in (stats.FASTER, stats.SLOWER) else "normal",
-                         bbox=backing)]
-        if second:
-            notes.append(ax.text(x, yi + 0.2, second, va="center", ha="left", fontsize=SMALL - 0.5,
-                                 color=MUTED_COLOR, bbox=backing))
-        for note in notes:
-            note.set_in_layout(False)      # they sit inside the axes (see xlim); layout ignores them
+        _draw_bar(ax, yi, row, *_notes(row, base_index, versus), right)
     if base_row is not None:
         ax.axvline(base_row.median_ms, color=BASELINE_COLOR, linestyle="--", linewidth=1, zorder=0.5)
     ax.set_yticks(y)
