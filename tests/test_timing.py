@@ -296,26 +296,26 @@ def test_pushed_windows_give_the_windowed_loops_figures_on_the_same_device():
             windows.push(t0, dev.clock(), steps=1, epoch=0, end_step=i)
         windows.close()
         calls = windows.settled
-        assert len(windows) == 500 and windows.pending == 0 and windows.steps() == 500
+        assert windows.pushed == 500 and windows.pending == 0 and windows.steps() == 500
         assert [c.time_s for c in calls] == pytest.approx(loop.times_s, rel=1e-9)
         assert [c.start_s for c in calls] == pytest.approx(loop.starts_s, rel=1e-9)
         sizes = [sum(1 for c in calls if c.window == w) for w in range(1, windows.windows + 1)]
         assert sizes == loop.windows and [c.end_step for c in calls] == list(range(500))
 
 
-def test_a_pushed_window_closes_when_asked_and_an_unsynced_one_can_be_dropped():
+def test_a_pushed_window_closes_at_the_warmups_end_and_an_unsynced_one_can_be_dropped():
     from tfwb.timing import CallTiming, PushWindows
 
     dev = SimDevice(1e-3, 0.1e-3)
-    windows = PushWindows(dev.clock, dev.sync, window_s=10.0)
+    windows = PushWindows(dev.clock, dev.sync, window_s=10.0, close_after=2)
     syncs = []
     windows.sync = lambda: (syncs.append(dev.now), dev.sync())
     for i in range(3):
         t0 = dev.clock()
         dev.step(None, None)
-        closed = windows.push(t0, dev.clock(), steps=2, epoch=i // 2, end_step=2 * i + 1, close=i == 1)
+        closed = windows.push(t0, dev.clock(), steps=2, epoch=i // 2, end_step=2 * i + 1)
         assert closed == (i == 1)
-    assert len(syncs) == 1 and len(windows.settled) == 2 and windows.pending == 1 and len(windows) == 3
+    assert len(syncs) == 1 and len(windows.settled) == 2 and windows.pending == 1 and windows.pushed == 3
     assert windows.steps() == 6 and windows.steps(epoch=1) == 2          # the open call counts too
     c = windows.settled[0]
     assert isinstance(c, CallTiming) and c.window == 1 and c.steps == 2 and c.time_s >= c.host_s
@@ -323,4 +323,4 @@ def test_a_pushed_window_closes_when_asked_and_an_unsynced_one_can_be_dropped():
         c.time_s = 0.0                                                   # frozen: one record per call
     windows.drop()
     windows.close()                                                      # nothing left: no sync
-    assert len(syncs) == 1 and len(windows) == 2 and windows.windows == 1
+    assert len(syncs) == 1 and windows.pending == 0 and len(windows.settled) == 2 and windows.windows == 1

@@ -1,4 +1,5 @@
-"""Step timing on any device, TensorFlow-free: the window logic and the two timed loops.
+"""Step timing on any device, TensorFlow-free: the window logic, the two timed loops, and the
+same windows pushed from a loop that runs elsewhere (Keras's ``fit``).
 
 Device work is asynchronous: a step's call returns while the device still works, so a clock
 read after the call times the dispatch, not the step. Two ways to time honestly:
@@ -267,15 +268,16 @@ class PushWindows:
     """Windowed timing driven from outside: ``push`` each finished call; windows close themselves.
 
     A window closes at the first pushed call that ends ``window_s`` or more after the window's first
-    call started (``window_full``), or when the caller asks (``push(..., close=True)``, ``close()``):
-    one ``sync``, then the window's wall time is ``spread`` over its calls, each kept as a frozen
-    ``CallTiming`` in ``settled``. Per call: one tuple while its window is open, one record when it
-    closes; no sync but the window's.
+    call started (``window_full``), at the ``close_after``-th call pushed (the end of a warm-up), or
+    when the caller asks (``close()``): one ``sync``, then the window's wall time is ``spread`` over its
+    calls, each kept as a frozen ``CallTiming`` in ``settled``. Per call: one tuple while its window is
+    open, one record when it closes; no sync but the window's.
 
     Args:
         clock: seconds (the run clock).
         sync: waits until the devices are idle.
         window_s: host seconds after which a window closes.
+        close_after: also close the window that holds this call (counted from 1; 0: none).
 
     Example:
         >>> ticks = iter([1.5])
@@ -286,17 +288,14 @@ class PushWindows:
         [(0.0, 0.75), (0.75, 0.75)]
     """
 
-    def __init__(self, clock: Callable[[], float], sync: Callable[[], None], window_s: float = WINDOW_S) -> None:
-        self.clock, self.sync, self.window_s = clock, sync, window_s
+    def __init__(self, clock: Callable[[], float], sync: Callable[[], None], window_s: float = WINDOW_S,
+                 close_after: int = 0) -> None:
+        self.clock, self.sync, self.window_s, self.close_after = clock, sync, window_s, close_after
         #: The calls settled so far, in order.
         self.settled: List[CallTiming] = []
-        #: Windows closed so far.
-        self.windows = 0
+        #: Calls pushed so far (settled, open, dropped); windows closed so far.
+        self.pushed, self.windows = 0, 0
         self._open: List[Tuple[float, float, int, int, int]] = []   # start, host, steps, epoch, end_step
-
-    def __len__(self) -> int:
-        """Calls pushed so far: settled and in the open window."""
-        return len(self.settled) + len(self._open)
 
     @property
     def pending(self) -> int:
@@ -304,15 +303,16 @@ class PushWindows:
         return len(self._open)
 
     def steps(self, epoch: Any = None) -> int:
-        """Steps of the calls pushed so far (``epoch``: of that epoch only)."""
+        """Steps of the calls settled and open (``epoch``: of that epoch only)."""
         return sum(c.steps for c in self.settled if epoch is None or c.epoch == epoch) + \
             sum(c[2] for c in self._open if epoch is None or c[3] == epoch)
 
-    def push(self, start_s: float, end_s: float, steps: int = 1, epoch: int = 0, end_step: int = 0, *,
-             close: bool = False) -> bool:
+    def push(self, start_s: float, end_s: float, steps: int = 1, epoch: int = 0, end_step: int = 0) -> bool:
         """A call ran from ``start_s`` to ``end_s`` (host clock); True when its window closed (synced)."""
-        self._open.append((start_s, end_s - start_s, steps, epoch, end_step))
-        if close or window_full(self._open[0][0], end_s, self.window_s):
+        window = self._open
+        window.append((start_s, end_s - start_s, steps, epoch, end_step))
+        self.pushed += 1
+        if window_full(window[0][0], end_s, self.window_s) or self.pushed == self.close_after:
             self.close()
             return True
         return False
@@ -326,8 +326,9 @@ class PushWindows:
         calls, self._open = self._open, []
         self.windows += 1
         starts, times = spread([c[0] for c in calls], [c[1] for c in calls], closed)
-        self.settled.extend(CallTiming(start, d, c[1], c[2], c[3], c[4], self.windows)
-                            for c, start, d in zip(calls, starts, times))
+        w, new = self.windows, tuple.__new__               # a named tuple made without its Python __new__
+        self.settled += [new(CallTiming, (start, d, c[1], c[2], c[3], c[4], w))
+                         for c, start, d in zip(calls, starts, times)]
 
     def drop(self) -> None:
         """Leave the open window's calls out, unsynced (a sync after a failure failed)."""

@@ -130,7 +130,7 @@ class Monitor(keras.callbacks.Callback):
         self._view: Any = None
         self._wrapped: Dict[str, Tuple[Callable, Callable]] = {}
         if charts is True or (charts == "auto" and fit_view.in_kernel()):
-            fit_view.import_widgets()                 # now, not inside fit: a first import takes 0.1-0.5 s
+            fit_view.import_widgets()         # now, not inside fit: a first import takes 0.1-0.5 s
 
     # -- Keras hooks ---------------------------------------------------------------------------
     def on_train_begin(self, logs: Optional[dict] = None) -> None:
@@ -146,7 +146,7 @@ class Monitor(keras.callbacks.Callback):
         self._per_epoch = self.params.get("steps") if self.params else None
         self._record = FitRecord(self._spe, -(-self.warmup_steps // self._spe), label=self.label,
                                  batch_size=self.batch_size, started_at=now_iso(), run_id=new_run_id())
-        self._calls = timing.PushWindows(self._clock, self._sync, WINDOW_S)
+        self._calls = timing.PushWindows(self._clock, self._sync, WINDOW_S, close_after=self._record.warmup_calls)
         self._open: Optional[Tuple[float, int, int, int]] = None   # the call in progress: start, steps, epoch, end step
         self._epoch = 0
         self._validated = False
@@ -170,7 +170,7 @@ class Monitor(keras.callbacks.Callback):
 
     def on_train_batch_begin(self, batch: int, logs: Optional[dict] = None) -> None:
         t = self._clock()
-        if self._open is not None and self._end_call(t, close=len(self._calls) + 1 == self._record.warmup_calls):
+        if self._open is not None and self._end_call(t):
             t = self._redraw_maybe()          # a window closed (synced): no device work runs now
         steps = self._spe
         if self._per_epoch:
@@ -332,11 +332,12 @@ class Monitor(keras.callbacks.Callback):
         if self._interrupts > 1 and self._training:       # KeyboardInterrupt follows: keep what ran
             self._finish(INTERRUPTED)
 
-    def _end_call(self, t: float, close: bool = False) -> bool:
-        """The open call ended at ``t``: push it (``tfwb.timing.PushWindows``); True when its window closed."""
+    def _end_call(self, t: float) -> bool:
+        """The open call ended at ``t``: push it (``tfwb.timing.PushWindows``, whose window also closes at
+        the warm-up's end); True when its window closed."""
         start, steps, epoch, end_step = self._open
         self._open = None
-        return self._calls.push(start, t, steps, epoch, end_step, close=close)
+        return self._calls.push(start, t, steps, epoch, end_step)
 
     def _settle(self) -> None:
         """Close the open call and window (epoch end, validation, train end)."""
