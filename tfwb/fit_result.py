@@ -96,7 +96,8 @@ class FitRecord:
 
     def build(self, settled: Sequence[CallTiming], model: FitModel, *, status: str, stop_reason: Optional[str],
               clock: Callable[[], float], samples: Sequence[Any], total: Optional[int],
-              view_spans: Sequence[Tuple[float, float]] = (), fingerprint: Callable[[RunConfig], dict] = dict,
+              view_spans: Sequence[Tuple[float, float]] = (),
+              fingerprint: Optional[Callable[[RunConfig], dict]] = None,
               error: Optional[str] = None, partial: bool = False) -> RunResult:
         """The RunResult of the ``settled`` calls (calls with fewer steps than a full call left out).
 
@@ -107,7 +108,7 @@ class FitRecord:
             clock: the run clock; samples: the utilization samples.
             total: the steps fit was asked for (``None``: unknown); a stop says how far it had to go.
             view_spans: ``(start, seconds)`` the live view took (``tfwb.ui.view_budget.ViewBudget.spans``).
-            fingerprint: the fingerprint of the fit's RunConfig (called unless ``partial``).
+            fingerprint: the fingerprint of the fit's RunConfig (called unless ``partial``; None: ``{}``).
             partial: for the live view: no losses, no fingerprint, no wall-clock facts.
         """
         spe = self.steps_per_call
@@ -147,7 +148,8 @@ class FitRecord:
                          warmup_steps=w * spe, steps_per_call=spe, stop_reason=stop_reason,
                          interrupted=stop_reason is not None, samples=tuple(samples))
         return result_from_log(state, warmup_calls=w, status=status, error=error, started_at=self.started_at,
-                               fingerprint={} if partial else fingerprint(cfg), notes=notes,
+                               fingerprint={} if partial or fingerprint is None else fingerprint(cfg),
+                               notes=notes,
                                extras=extras, run_id=self.run_id, replicas=model.replicas)
 
     def wall_rate(self, settled: Sequence[CallTiming], measured: Sequence[CallTiming], batch: Optional[int],
