@@ -15,7 +15,7 @@ recorded) and, with ``--loaded``, once with one CPU-bound process beside it (``p
 True: pass"``, started here and killed at the end of the condition).
 
 It also times the pictures the view could draw, on the last chart fit's result: the live view's SVG
-(``_live_svg``, what it draws), a light matplotlib figure kept across draws (``LightFigure``, for
+(``tfwb.ui.charts.live_svg``, what it draws), a light matplotlib figure kept across draws (``LightFigure``, for
 comparison: fresh, then redrawn) and the Workbench's full run chart (``tfwb.ui.charts.run_chart_png``,
 what the view drew before, now drawn only on request after the fit).
 
@@ -51,6 +51,7 @@ import tensorflow as tf  # noqa: E402
 from tfwb.keras import monitor as monitor_module  # noqa: E402
 from tfwb.keras import Monitor  # noqa: E402
 from tfwb.ui.charts import run_chart_png  # noqa: E402
+from tfwb.ui.charts.live_svg import live_svg  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGES, BATCH, EPOCHS = 4096, 128, 3
@@ -167,7 +168,7 @@ def chart_costs(r) -> dict:
             out.append(time.perf_counter() - t)
         return out
 
-    svg = timed(lambda: monitor_module._live_svg(r), 7)
+    svg = timed(lambda: live_svg(r), 7)
     fresh = timed(lambda: LightFigure().png(r), 3)
     light = LightFigure()
     light.png(r)
@@ -260,7 +261,7 @@ def markdown(data: dict) -> str:
               "(`extras[\"view_share\"]`: the view's time over the fit's wall time from `on_train_begin`). "
               "The view draws a chart only while its time stays within 3 % of the fit's "
               "(`tfwb.keras.monitor.VIEW_SHARE`); otherwise it updates only its status text. "
-              "The live chart is an SVG written as text (`tfwb.keras.monitor._live_svg`) that the browser draws: "
+              "The live chart is an SVG written as text (`tfwb.ui.charts.live_svg.live_svg`) that the browser draws: "
               "it is redrawn every `REDRAW_S` (2 s) well within the budget, where even a light matplotlib figure "
               "would take a few % of a short fit on its own and the full run chart far more. The full run chart "
               "is drawn only on request (the view's \"full chart\" button), after the fit. `before_chart` redrew "
@@ -284,7 +285,7 @@ def main() -> None:
     before, rev = before_module(args.before_rev) if args.before else (None, None)
     m, x, y = build(args.images)
     # Once before anything is timed, as a notebook's second fit: traced, the widgets imported, the peak
-    # the MFU reads measured and cached, the first chart's cost learned (tfwb.keras.monitor._FIRST_DRAW).
+    # the MFU reads measured and cached, the first chart's cost learned (tfwb.ui.view_budget._FIRST_DRAW).
     fit(m, x, y, [Monitor(charts=True)])
     data = {"machine": machine(), "date": datetime.datetime.now().isoformat(timespec="minutes"),
             "command": "python " + " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),

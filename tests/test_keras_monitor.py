@@ -14,7 +14,10 @@ tf = pytest.importorskip("tensorflow")
 import tfwb  # noqa: E402
 from tfwb.analysis import pairs  # noqa: E402
 from tfwb.keras import Monitor  # noqa: E402
-from tfwb.keras.monitor import _call_losses  # noqa: E402
+from tfwb.fit_result import call_losses  # noqa: E402
+from tfwb.render import monitor_line  # noqa: E402
+from tfwb.timing import CallTiming  # noqa: E402
+from tfwb.ui import fit_view  # noqa: E402
 
 
 def data(rows: int = 320, batch: int = 16):
@@ -60,8 +63,9 @@ def test_steps_per_execution_divides_each_call_by_its_steps_and_leaves_short_cal
     assert r.steps_per_call == 6 and len(r.warmup_times_s) == 1 and len(r.step_times_s) == 2
     assert r.config.batch_size == 16                  # the first call's 96 examples over its 6 steps
     assert any("fewer steps" in n for n in r.notes_of("steps"))
-    calls = [{"epoch": 0, "end_step": 1, "steps": 2}, {"epoch": 0, "end_step": 3, "steps": 2}]
-    assert _call_losses(calls, {(0, 1): 4.0, (0, 3): 3.0}, 2) == [4.0, 2.0]   # (4*3 - 2*4) / 2
+    calls = [CallTiming(0.0, 0.1, 0.1, epoch=0, end_step=1, steps=2),
+             CallTiming(0.1, 0.1, 0.1, epoch=0, end_step=3, steps=2)]
+    assert call_losses(calls, {(0, 1): 4.0, (0, 3): 3.0}, 2) == [4.0, 2.0]   # (4*3 - 2*4) / 2
 
 
 def test_an_interrupted_fit_ends_after_its_call_and_is_recorded_as_interrupted(tmp_path):
@@ -138,13 +142,13 @@ def test_the_chart_is_an_image_widget_redrawn_during_fit_and_final_after_it(monk
     monkeypatch.setattr(monitor_module, "WINDOW_S", 0.0)     # a window per call
     monkeypatch.setattr(monitor_module, "VIEW_SHARE", 1.0)   # no budget: every chance is a chart
     draws = []
-    original = monitor_module._ChartView.draw
+    original = fit_view.ChartView.draw
 
     def draw(self, r, done, total, final=False):
         original(self, r, done, total, final)
         draws.append((done, final, bytes(self.image.value), self.status.value))
 
-    monkeypatch.setattr(monitor_module._ChartView, "draw", draw)
+    monkeypatch.setattr(fit_view.ChartView, "draw", draw)
     mon = Monitor(charts=True, warmup_steps=1)
     model().fit(data(rows=160), epochs=1, verbose=0, callbacks=[mon])   # 10 steps
     view = mon._view
@@ -188,7 +192,7 @@ def test_a_slow_live_view_is_held_to_its_share_of_the_fit_and_its_time_is_record
 
     monkeypatch.setattr(monitor_module, "REDRAW_S", 0.0)
     view = SlowView()
-    monkeypatch.setattr(monitor_module, "_make_view", lambda charts, stream: view)
+    monkeypatch.setattr(fit_view, "make_view", lambda charts, stream: view)
     mon = Monitor(charts=True, warmup_steps=2)
     model().fit(data(rows=16 * 300), epochs=2, verbose=0, callbacks=[mon])      # 600 steps, a few seconds
     r = mon.result
@@ -208,7 +212,7 @@ def test_a_view_that_slows_the_fit_shows_in_its_wall_clock_rate_and_a_note_says_
     monkeypatch.setattr(monitor_module, "REDRAW_S", 0.0)
     monkeypatch.setattr(monitor_module, "VIEW_SHARE", 1.0)
     view = SlowView(0.05)
-    monkeypatch.setattr(monitor_module, "_make_view", lambda charts, stream: view)
+    monkeypatch.setattr(fit_view, "make_view", lambda charts, stream: view)
     mon = Monitor(charts=True, warmup_steps=2)
     model().fit(data(rows=16 * 400), epochs=1, verbose=0, callbacks=[mon])     # windows of 0.1 s: several
     r = mon.result
@@ -221,7 +225,7 @@ def test_a_view_that_slows_the_fit_shows_in_its_wall_clock_rate_and_a_note_says_
     # every chart but those after the two warm-up calls (the first call's tracing fills a window) and the
     # final one fell between measured calls
     assert len(view.draws) >= 5 and took >= 0.95 * view.cost_s * (len(view.draws) - 3) - 0.01, (took, view.draws)
-    assert monitor_module._final_text(r).startswith(r.summary() + "; over the ")
+    assert monitor_line(r).startswith(r.summary() + "; over the ")
 
 
 def test_without_a_view_the_wall_clock_rate_is_recorded_and_close_to_the_median_steps():

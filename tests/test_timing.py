@@ -277,3 +277,50 @@ def test_time_alternating_interleaves_blocks_and_keeps_warmup_apart():
         time_alternating([make("a", 1.0), make("b", 1.0)], sync=[True], clock=clock)
     with pytest.raises(ValueError, match="blocks"):
         time_alternating([make("a", 1.0)], calls=2, blocks=3, clock=clock)
+
+
+# -- push-driven windows (the fit callback's): the same windows, driven from outside ------------------
+def test_pushed_windows_give_the_windowed_loops_figures_on_the_same_device():
+    """Each call pushed as it ends, the window closing itself: the runner's windows and times exactly."""
+    from tfwb.timing import PushWindows, windowed_loop
+
+    for step_s, dispatch_s in ((1e-3, 0.3e-3), (0.2e-3, 0.5e-3)):
+        ran = SimDevice(step_s, dispatch_s)
+        stepper = types.SimpleNamespace(takes_iterator=True, iterator=None, step=lambda it, d=ran: d.step(None, None))
+        loop = windowed_loop(stepper, 500, ran.clock, StepLog(), sync=ran.sync, read=lambda outs: [1.0] * len(outs))
+        dev = SimDevice(step_s, dispatch_s)
+        windows = PushWindows(dev.clock, dev.sync)
+        for i in range(500):
+            t0 = dev.clock()
+            dev.step(None, None)
+            windows.push(t0, dev.clock(), steps=1, epoch=0, end_step=i)
+        windows.close()
+        calls = windows.settled
+        assert windows.pushed == 500 and windows.pending == 0 and windows.steps() == 500
+        assert [c.time_s for c in calls] == pytest.approx(loop.times_s, rel=1e-9)
+        assert [c.start_s for c in calls] == pytest.approx(loop.starts_s, rel=1e-9)
+        sizes = [sum(1 for c in calls if c.window == w) for w in range(1, windows.windows + 1)]
+        assert sizes == loop.windows and [c.end_step for c in calls] == list(range(500))
+
+
+def test_a_pushed_window_closes_at_the_warmups_end_and_an_unsynced_one_can_be_dropped():
+    from tfwb.timing import CallTiming, PushWindows
+
+    dev = SimDevice(1e-3, 0.1e-3)
+    windows = PushWindows(dev.clock, dev.sync, window_s=10.0, close_after=2)
+    syncs = []
+    windows.sync = lambda: (syncs.append(dev.now), dev.sync())
+    for i in range(3):
+        t0 = dev.clock()
+        dev.step(None, None)
+        closed = windows.push(t0, dev.clock(), steps=2, epoch=i // 2, end_step=2 * i + 1)
+        assert closed == (i == 1)
+    assert len(syncs) == 1 and len(windows.settled) == 2 and windows.pending == 1 and windows.pushed == 3
+    assert windows.steps() == 6 and windows.steps(epoch=1) == 2          # the open call counts too
+    c = windows.settled[0]
+    assert isinstance(c, CallTiming) and c.window == 1 and c.steps == 2 and c.time_s >= c.host_s
+    with pytest.raises(AttributeError):
+        c.time_s = 0.0                                                   # frozen: one record per call
+    windows.drop()
+    windows.close()                                                      # nothing left: no sync
+    assert len(syncs) == 1 and windows.pending == 0 and len(windows.settled) == 2 and windows.windows == 1

@@ -1,4 +1,5 @@
-"""Step timing on any device, TensorFlow-free: the window logic and the two timed loops.
+"""Step timing on any device, TensorFlow-free: the window logic, the two timed loops, and the
+same windows pushed from a loop that runs elsewhere (Keras's ``fit``).
 
 Device work is asynchronous: a step's call returns while the device still works, so a clock
 read after the call times the dispatch, not the step. Two ways to time honestly:
@@ -17,9 +18,14 @@ Everything a loop touches is passed in: the clock, the device sync, the step (an
 ``takes_iterator``, ``step``, ``iterator`` and ``fetch()``, such as
 ``tfwb.tf.runner.train.Prepared``) and, for windows, how a window's outputs are read
 (``read``: one device-to-host copy on an accelerator). The runner (``tfwb.tf.runner.train``),
-the fit callback (``tfwb.keras.Monitor``, driven by Keras's hooks: it uses ``window_full``
-and ``spread``), ``benchmarks/gpu_timing.py`` (a JAX step on a real GPU) and
+the fit callback (``tfwb.keras.Monitor``, driven by Keras's hooks: it pushes each finished call
+into ``PushWindows``), ``benchmarks/gpu_timing.py`` (a JAX step on a real GPU) and
 ``tests/test_timing.py`` (a simulated asynchronous device) all use this module.
+
+- **pushed** (``PushWindows``): the windowed timing for a loop tfwb does not run (Keras's
+  ``fit``): the caller pushes each call's host start and end as it finishes; the window closes
+  itself at the same rule (``window_full``), syncs, spreads its wall time (``spread``) and keeps
+  one frozen ``CallTiming`` per settled call.
 
 Observers' hooks run between calls, outside the timed region; a stop they request ends the
 loop after the call (windowed: after its window is closed). A loss that is not finite ends
@@ -30,9 +36,10 @@ Pure: standard library only.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, List, Sequence, Tuple
+from typing import Any, Callable, List, NamedTuple, Sequence, Tuple
 
-__all__ = ["WINDOW_S", "window_full", "spread", "windowed_loop", "per_step_loop", "truncate", "read_floats"]
+__all__ = ["WINDOW_S", "window_full", "spread", "windowed_loop", "per_step_loop", "truncate", "read_floats",
+           "CallTiming", "PushWindows"]
 
 #: A window closes at the first call that ends this long (host seconds) after the window
 #: opened. The sync at its end (and, on a GPU, the device's idle moment while the host
@@ -230,3 +237,99 @@ def _close(log: Any, outs: list, grad_norms: bool, sync: Callable[[], None], rea
                 state.diverged_at = a + j + offset
                 return False
     return True
+
+
+class CallTiming(NamedTuple):
+    """One call of a train function, settled by its window's sync (``PushWindows``): a frozen record.
+
+    A named tuple rather than a frozen dataclass: a window makes one per call as it closes, and a
+    frozen dataclass takes 5-10 times as long to make (about 5 us against 0.5-1 us on 2 busy cores).
+
+    Args:
+        start_s: the call's start on the run clock, laid out by ``spread``.
+        time_s: its share of the window's synced wall time (``spread``).
+        host_s: its host time, from its start to the next call's start (or the sync that ended it).
+        steps: the steps the call ran (``steps_per_execution``, fewer at an epoch's end).
+        epoch: the epoch it ran in.
+        end_step: the index, in its epoch, of its last step (where Keras logs the running loss).
+        window: which window settled it (1 for the first).
+    """
+
+    start_s: float
+    time_s: float
+    host_s: float
+    steps: int = 1
+    epoch: int = 0
+    end_step: int = 0
+    window: int = 1
+
+
+class PushWindows:
+    """Windowed timing driven from outside: ``push`` each finished call; windows close themselves.
+
+    A window closes at the first pushed call that ends ``window_s`` or more after the window's first
+    call started (``window_full``), at the ``close_after``-th call pushed (the end of a warm-up), or
+    when the caller asks (``close()``): one ``sync``, then the window's wall time is ``spread`` over its
+    calls, each kept as a frozen ``CallTiming`` in ``settled``. Per call: one tuple while its window is
+    open, one record when it closes; no sync but the window's.
+
+    Args:
+        clock: seconds (the run clock).
+        sync: waits until the devices are idle.
+        window_s: host seconds after which a window closes.
+        close_after: also close the window that holds this call (counted from 1; 0: none).
+
+    Example:
+        >>> ticks = iter([1.5])
+        >>> w = PushWindows(lambda: next(ticks), lambda: None, window_s=1.0)
+        >>> w.push(0.0, 0.5), w.push(0.5, 1.0)       # the second call ends the window
+        (False, True)
+        >>> [(c.start_s, c.time_s) for c in w.settled]   # 1.5 s of wall time over two calls
+        [(0.0, 0.75), (0.75, 0.75)]
+    """
+
+    def __init__(self, clock: Callable[[], float], sync: Callable[[], None], window_s: float = WINDOW_S,
+                 close_after: int = 0) -> None:
+        self.clock, self.sync, self.window_s, self.close_after = clock, sync, window_s, close_after
+        #: The calls settled so far, in order.
+        self.settled: List[CallTiming] = []
+        #: Calls pushed so far (settled, open, dropped); windows closed so far.
+        self.pushed, self.windows = 0, 0
+        self._open: List[Tuple[float, float, int, int, int]] = []   # start, host, steps, epoch, end_step
+
+    @property
+    def pending(self) -> int:
+        """Calls in the open window (not settled yet)."""
+        return len(self._open)
+
+    def steps(self, epoch: Any = None) -> int:
+        """Steps of the calls settled and open (``epoch``: of that epoch only)."""
+        return sum(c.steps for c in self.settled if epoch is None or c.epoch == epoch) + \
+            sum(c[2] for c in self._open if epoch is None or c[3] == epoch)
+
+    def push(self, start_s: float, end_s: float, steps: int = 1, epoch: int = 0, end_step: int = 0) -> bool:
+        """A call ran from ``start_s`` to ``end_s`` (host clock); True when its window closed (synced)."""
+        window = self._open
+        window.append((start_s, end_s - start_s, steps, epoch, end_step))
+        self.pushed += 1
+        if window_full(window[0][0], end_s, self.window_s) or self.pushed == self.close_after:
+            self.close()
+            return True
+        return False
+
+    def close(self) -> None:
+        """Sync and settle the open window (nothing to do when it is empty)."""
+        if not self._open:
+            return
+        self.sync()
+        closed = self.clock()
+        calls, self._open = self._open, []
+        self.windows += 1
+        starts, times = spread([c[0] for c in calls], [c[1] for c in calls], closed)
+        w, new = self.windows, tuple.__new__               # a named tuple made without its Python __new__
+        self.settled += [new(CallTiming, (start, d, c[1], c[2], c[3], c[4], w))
+                         for c, start, d in zip(calls, starts, times)]
+
+    def drop(self) -> None:
+        """Leave the open window's calls out, unsynced (a sync after a failure failed)."""
+        self._open = []

@@ -12,6 +12,8 @@
   overhead, compute at this machine's peak, the rest) beside achieved FLOP/s against the
   measured and the datasheet peak;
 * ``sweep``: a sweep (``tfwb.sweep``) by rung, and its finalists.
+* ``live_svg``: the live chart of a ``model.fit`` as SVG text, without matplotlib drawing
+  (``tfwb.ui.fit_view``; not re-exported).
 
 Every ``draw_*`` function takes a matplotlib ``Axes`` and plain data (RunResults, reports)
 and draws on it; every ``*_png`` builds a ``matplotlib.figure.Figure`` (never pyplot) and
