@@ -44,10 +44,7 @@ def test_a_t4_that_the_cpu_build_cannot_use_is_said_with_reason_and_fix(standin)
     # expectations are about the CPU the step runs on, not the T4. The host's CPU kind must not
     # decide this test (on an AMX Xeon float16's rule differs): the stand-in machine gets a
     # described AVX2 CPU, whose float16 rule says "slower".
-    import dataclasses
-
-    avx2 = hardware.DESCRIBED["binder-2core-avx2"]
-    hw = dataclasses.replace(hw, cpu_model=avx2.cpu_model, cpu_flags=avx2.cpu_flags)
+    hw = hardware.with_cpu_of(hw, "binder-2core-avx2")
     assert expect.target(hw) == "cpu"
     e = expect.change(hw, RunConfig(data_source="memory"), mixed_precision="mixed_float16")
     assert e.expected == expect.SLOWER and "Tesla T4 is not usable by TensorFlow here" in e.claim
