@@ -451,3 +451,10 @@ def test_find_chapter_accepts_the_number_in_any_spelling_and_names_the_chapters_
 def test_closing_line_names_the_time_the_mode_and_the_machine():
     assert book.closing_line(83.4, True, "M") == "this chapter took 83 s here (small mode, M)"
     assert book.closing_line(1200.6, False, "M") == "this chapter took 1201 s here (full size, M)"
+    recorded = book.ChapterTime(400.0, 40.0, 0.3, "B")
+    assert book.closing_line(42.0, True, "M", recorded) == \
+        "this chapter took 42 s here (small mode, M); it took 40 s on B: about as long here"
+    assert book.closing_line(1200.0, False, "M", recorded, step_s=0.6) == \
+        "this chapter took 1200 s here (full size, M); the estimate from B, scaled by this machine's step, " \
+        "was 800 s: 1.50x as long here"
+    assert book.closing_line(200.0, False, "M", recorded).endswith("it took 400 s on B: 0.50x as long here")

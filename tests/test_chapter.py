@@ -64,7 +64,9 @@ def test_done_says_how_long_since_setup_in_which_mode_on_which_machine(monkeypat
     ch = tfwb.chapter(5, clock=clock)
     clock.now = 50.0 + 83.4
     assert ch.elapsed_s() == pytest.approx(83.4)
-    assert ch.done() == f"this chapter took 83 s here (small mode, {hardware.describe(ch.hw)})"
+    small_s = book.chapter_time(5).small_s                    # compared with the recorded time, the ratio printed
+    assert ch.done() == (f"this chapter took 83 s here (small mode, {hardware.describe(ch.hw)}); it took "
+                         f"{small_s:.0f} s on {book.chapter_time(5).machine}: {83.4 / small_s:.2f}x as long here")
 
 
 def test_an_unknown_chapter_is_refused_before_any_work(monkeypatch):

@@ -114,19 +114,43 @@ def find_chapter(number: Union[str, int]) -> Chapter:
                      f"{', '.join(c.number for c in CHAPTERS)}")
 
 
-def closing_line(elapsed_s: float, fast: bool, machine: str) -> str:
-    """The line a chapter ends with: how long it took, in which mode, on which machine.
+def closing_line(elapsed_s: float, fast: bool, machine: str, recorded: Optional[ChapterTime] = None,
+                 step_s: Optional[float] = None) -> str:
+    """The line a chapter ends with: how long it took, in which mode, on which machine, and against what.
+
+    The chapter's recorded time (``CHAPTER_TIMES``) was measured on one machine; this line says how
+    this machine compared with it, from the two measurements, so no estimate printed at the start
+    stands uncorrected. At full size with this machine's step known (``step_s``), the comparison is
+    with the recorded time scaled by the two machines' steps (what the setup estimated).
 
     Args:
         elapsed_s: seconds since the chapter's setup cell started.
         fast: True in small mode (``TFWB_FAST=1`` or ``size="auto"`` picked small).
         machine: ``tfwb.hardware.describe(hw)``.
+        recorded: the chapter's recorded time, if any.
+        step_s: this machine's full-size ``images`` step, when the setup measured it.
 
     Example:
         >>> closing_line(83.4, True, "2 CPU cores, 8 GiB RAM, no GPU, local")
         'this chapter took 83 s here (small mode, 2 CPU cores, 8 GiB RAM, no GPU, local)'
+        >>> print(closing_line(86.0, True, "M", ChapterTime(300.0, 40.0, 0.3, "the build machine")))
+        this chapter took 86 s here (small mode, M); it took 40 s on the build machine: 2.15x as long here
     """
-    return f"this chapter took {elapsed_s:.0f} s here ({'small mode' if fast else 'full size'}, {machine})"
+    line = f"this chapter took {elapsed_s:.0f} s here ({'small mode' if fast else 'full size'}, {machine})"
+    if recorded is None:
+        return line
+    if fast:
+        then, what = recorded.small_s, f"it took {recorded.small_s:.0f} s on {recorded.machine}"
+    elif step_s is not None:
+        then = recorded.full_here_s(step_s)
+        what = f"the estimate from {recorded.machine}, scaled by this machine's step, was {then:.0f} s"
+    else:
+        then, what = recorded.full_s, f"it took {recorded.full_s:.0f} s on {recorded.machine}"
+    if then <= 0:
+        return line
+    ratio = elapsed_s / then
+    how = "about as long here" if 0.9 <= ratio <= 1.1 else f"{ratio:.2f}x as long here"
+    return f"{line}; {what}: {how}"
 
 
 #: The TensorFlow that drives a TPU, and the libtpu its release pairs with. PyPI's ``tensorflow``

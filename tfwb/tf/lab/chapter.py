@@ -99,9 +99,10 @@ class ChapterSession:
 
         Example:
             >>> print(ch.done())   # doctest: +SKIP
-            this chapter took 83 s here (small mode, 2 CPU cores (AMD EPYC 9B14, AVX-512), 8 GiB RAM, no GPU, local)
+            this chapter took 83 s here (small mode, 2 CPU cores (AMD EPYC 9B14, AVX-512), 8 GiB RAM, no GPU, local); it took 55 s on ...: 1.51x as long here
         """
-        return book.closing_line(self.elapsed_s(), self.fast, hardware.describe(self.hw))
+        return book.closing_line(self.elapsed_s(), self.fast, hardware.describe(self.hw),
+                                 book.chapter_time(self.chapter.number), self.size.step_s)
 
 
 def busy_line(other_cpu_pct: Optional[float]) -> str:

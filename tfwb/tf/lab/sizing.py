@@ -67,8 +67,9 @@ def _expected(t: Optional[book.ChapterTime], size: str, step_s: Optional[float])
     if t is None:
         return ""
     if size == "small":
-        return (f"expected run time: about {_minutes(t.small_s)} in small mode (measured on {t.machine}; "
-                "small mode is mostly start-up and tracing, so it varies less between machines than the step)")
+        return (f"expected run time: about {_minutes(t.small_s)} in small mode on {t.machine}, not scaled to "
+                "this machine (small mode times no step before it starts); the last cell says how this "
+                "machine compared")
     here = t.full_here_s(step_s) if step_s is not None else t.full_s
     return (f"expected run time: about {_minutes(here)} at full size (it took {_minutes(t.full_s)} on "
             f"{t.machine}, whose full-size step took {t.step_s:.2f} s; scaled by this machine's step)")
