@@ -17,9 +17,13 @@ Results are cached in ``peaks.json`` under ``$TFWB_CACHE_DIR``, else
 hardware and TensorFlow parts of ``tfwb.tf.runner.fingerprint``): a machine whose fingerprint
 changed is measured again; a cache that cannot be read or written is no error. The cache keeps
 the best figure: a quiet one over a loaded one, else the higher (``rank``), and the last
-``MAX_FIGURES`` figures measured, so a peak states its spread (``Peak.spread``). A quiet
-figure is final; a loaded one is not: the next read measures again, and a quiet figure
-replaces it. Quick figures (``quick=True``, ``TFWB_FAST=1``) are kept in a slot of their
+``MAX_FIGURES`` figures measured, so a peak states its spread (``Peak.spread``). One short
+measurement on a CPU is not final, however quiet: the same bfloat16 matmul swung from 28 to
+1,024 GFLOP/s between quiet repeats on one machine (issue 35), so a full CPU figure is final
+(``final``) once ``FINAL_FIGURES`` quiet figures were measured, the highest kept; a figure far
+below the cores x clock x FLOPs/cycle formula (under ``SUSPECT_SHARE`` of it, for a dtype the CPU
+has instructions for) is suspect and measured again until the entry holds ``MAX_FIGURES``. A
+loaded figure is never final: the next read measures again, and a quiet figure replaces it. Quick figures (``quick=True``, ``TFWB_FAST=1``) are kept in a slot of their
 own and never replace a full one.
 """
 from __future__ import annotations
@@ -34,7 +38,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from tfwb import stats
+from tfwb import datasheet, hardware, stats
 from tfwb.config import RunConfig
 from tfwb.datasheet import DTYPES
 from tfwb.tf.runner.fingerprint import fingerprint
@@ -56,6 +60,10 @@ QUICK_SLOT = "|quick"
 BUSY_SHARE = stats.BUSY_OTHER_CPU_PCT / 100
 #: Figures an entry of the cache keeps (the newest, and always the one it reports).
 MAX_FIGURES = 8
+#: Quiet figures a CPU peak needs before it is final (the highest of them is the peak).
+FINAL_FIGURES = 3
+#: A CPU figure under this share of the datasheet formula (``tfwb.datasheet.cpu_peak``) is suspect.
+SUSPECT_SHARE = 0.4
 # One size per device for every dtype, so the dtypes compare like for like. On a CPU, 512
 # (0.27 GFLOP per matmul) fits the budget even emulated, and measured higher than 1024 or
 # 2048 on a shared 2-core machine (the fastest call wins; shorter calls are interrupted less).
@@ -138,6 +146,42 @@ def rank(peak: Peak) -> Tuple[bool, bool, float]:
     return (not peak.loaded, not peak.quick, peak.flops_per_s or 0.0)
 
 
+def final(peak: Peak, formula: Optional[float] = None) -> bool:
+    """Whether a cached figure stands without measuring again.
+
+    A loaded figure never does. A quick one (``TFWB_FAST``: rough by name) or a GPU's or a TPU's
+    quiet figure does. A CPU's does once its
+    entry holds ``FINAL_FIGURES`` quiet figures, or ``MAX_FIGURES`` when the kept one is under
+    ``SUSPECT_SHARE`` of ``formula`` (the cores x clock x FLOPs/cycle figure; None: unknown).
+
+    Example:
+        >>> one = Peak("CPU (2 cores)", "float32", 9e10, 1.0, figures=((9e10, False),))
+        >>> final(one), final(replace(one, figures=((8e10, False), (9e10, False), (7e10, False))))
+        (False, True)
+        >>> final(replace(one, figures=((9e10, False),) * 3), formula=3e11)     # under 40 %: suspect
+        False
+    """
+    if peak.loaded or peak.flops_per_s is None:
+        return False
+    if peak.quick or not peak.device.startswith("CPU"):
+        return True
+    quiet = sum(1 for _, loaded in peak.figures if not loaded) or 1
+    suspect = formula is not None and formula > 0 and peak.flops_per_s < SUSPECT_SHARE * formula
+    return quiet >= (MAX_FIGURES if suspect else FINAL_FIGURES)
+
+
+def _formula(kind: str, dtype: str) -> Optional[float]:
+    """The CPU's cores x clock x FLOPs/cycle for ``dtype``; None elsewhere, or for a dtype it emulates."""
+    if kind != "CPU":
+        return None
+    try:
+        hw = hardware.detect()
+        found = datasheet.cpu_peak(hw.cpu_count or 0, datasheet.cpu_ghz(), hw.cpu_flags, dtype)
+    except (OSError, ValueError):
+        return None
+    return None if found is None or "no native" in found[1] else found[0]
+
+
 def cache_path() -> str:
     """``peaks.json`` under ``$TFWB_CACHE_DIR``, else ``$XDG_CACHE_HOME/tfwb``, else ``~/.cache/tfwb``."""
     root = os.environ.get("TFWB_CACHE_DIR")
@@ -168,8 +212,8 @@ def measure_peak(dtype: str = "float32", device: Optional[str] = None, *, budget
                  cache: bool = True, quick: bool = False, refresh: bool = False) -> Peak:
     """This machine's peak matmul FLOP/s in ``dtype`` on ``device``, measured or from the cache.
 
-    A quiet figure in the cache is returned as it is; a figure measured under load
-    (``Peak.loaded``) is measured again, and the cache keeps the better of the two (``rank``:
+    A final figure in the cache (``final``) is returned as it is; another (one measured under
+    load, or one of too few quiet figures on a CPU) is measured again, and the cache keeps the better of the two (``rank``:
     a quiet one, else the higher), with the new figure added to the entry's ``figures``.
 
     Args:
@@ -213,7 +257,7 @@ def measure_peak(dtype: str = "float32", device: Optional[str] = None, *, budget
     key = _machine_key() if cache else None
     if key and not refresh:
         found = _cached(key, slot, quick)
-        if found is not None and not found.loaded:
+        if found is not None and final(found, _formula(kind, dtype)):
             return found
     fresh = _measure_with_load(label, tf_device, kind, dtype, budget_s, quick)
     if not key or fresh.flops_per_s is None:
