@@ -30,13 +30,13 @@ import ipywidgets as W
 
 from tfwb import hardware as _hardware
 from tfwb import render as words
+from tfwb import stats
 from tfwb.analysis.diagnosis import expectations
 from tfwb.analysis.rows import HistoryRow
 from tfwb.analysis.session import RunView
 from tfwb.config import RunConfig
 from tfwb.knobs import Knob
 from tfwb.records import RunResult
-from tfwb import stats
 from tfwb.search.tune_events import RoundDone, TrialDone, TuneDone, TuneEvent
 from tfwb.search.tune_result import FAILED, KEPT, REVERTED
 from tfwb.ui.controller import ControllerEvents, WorkbenchController, total_steps
