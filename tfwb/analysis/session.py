@@ -91,6 +91,20 @@ class RunView:
             raise ValueError(f"against={against!r} is not allowed; allowed: {', '.join(map(repr, AGAINST))}")
         return self.row.versus_previous if against == "previous" else self.row.versus_baseline
 
+    def pair(self, against: str) -> Tuple[int, int]:
+        """``(reference, index)``: the 1-based runs an interleaved comparison ``against`` the previous run or
+        the baseline compares (the run itself as the candidate).
+
+        Raises:
+            ValueError: for ``against`` not in ``AGAINST``, or when the run has no measured comparison
+                against that run (it failed, it is the baseline, another workload size).
+        """
+        versus = self.versus(against)
+        if versus is None or versus.comparison is None:
+            raise ValueError(f"nothing to decide against the {against}: the last run (#{self.index}, "
+                             f"{self.result.status}) has no measured comparison with it")
+        return versus.reference, self.index
+
     def undecided(self) -> Tuple[str, ...]:
         """Which of the run's verdicts (``AGAINST``) say "cannot tell" (busy or drifted) with no interleaved
         verdict for their pair yet: each is one interleaved comparison from an answer.

@@ -47,7 +47,7 @@ from typing import Any, Callable, Collection, Dict, List, Mapping, Optional, Pro
 from tfwb import config as _config
 from tfwb.analysis.rows import pick_baseline
 from tfwb import stats
-from tfwb.analysis.session import AGAINST, Analysis
+from tfwb.analysis.session import Analysis
 from tfwb.config import RunConfig, fast_mode
 from tfwb.history import History
 from tfwb.interrupts import INTERRUPTED as INTERRUPT_REASON  # + " (kernel interrupt)", " (KeyboardInterrupt)"
@@ -522,17 +522,12 @@ class WorkbenchController:
         """``(reference, number)``: the 1-based runs whose configurations ``decide(against)`` compares.
 
         Raises:
-            ValueError: for ``against`` not ``"previous"`` or ``"baseline"``, or when the latest run has
-                no measured comparison against that run (no run yet, failed, the baseline itself).
+            ValueError: for ``against`` not ``"previous"`` or ``"baseline"``, or nothing to compare (``RunView.pair``).
         """
-        if against not in AGAINST:
-            raise ValueError(f"against={against!r} is not allowed; allowed: {', '.join(map(repr, AGAINST))}")
         view = self.latest_view()
-        versus = view.versus(against) if view is not None else None
-        if versus is None or versus.comparison is None:
-            what = f"the last run (#{view.index}, {view.result.status})" if view is not None else "no run yet"
-            raise ValueError(f"nothing to decide against the {against}: {what} has no measured comparison with it")
-        return versus.reference, view.index
+        if view is None:
+            raise ValueError(f"nothing to decide against the {against}: no run yet")
+        return view.pair(against)
 
     def decide(self, against: str = "previous", rounds: Optional[int] = None, *, background: bool = False,
                raise_errors: bool = True) -> Optional[stats.RoundsComparison]:
@@ -555,8 +550,7 @@ class WorkbenchController:
             RuntimeError: when a run is in progress.
         """
         try:
-            if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1):
-                raise ValueError(f"rounds={rounds!r} is not allowed; rounds must be an integer >= 1 (6 or more decide)")
+            deciding.check_rounds(rounds)
             with self._lock:
                 if self._running:
                     raise RuntimeError(_BUSY)

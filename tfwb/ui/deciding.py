@@ -20,7 +20,7 @@ from tfwb.interrupts import INTERRUPTED
 from tfwb.observers import StopFlag
 from tfwb.search.tune_loop import Comparer
 
-__all__ = ["DecideStopped", "comparer", "recording", "run_decide", "Record"]
+__all__ = ["DecideStopped", "comparer", "recording", "run_decide", "check_rounds", "Record"]
 
 #: ``record(baseline_config, candidate_config, rounds)``: keep a verdict (the controller's ``Analysis.decided``).
 Record = Callable[[RunConfig, RunConfig, stats.RoundsComparison], None]
@@ -28,6 +28,19 @@ Record = Callable[[RunConfig, RunConfig, stats.RoundsComparison], None]
 
 class DecideStopped(Exception):
     """A Decide was stopped between rounds (Stop, ``stop()``, a kernel interrupt); nothing was recorded."""
+
+
+def check_rounds(rounds: Optional[int]) -> None:
+    """Refuse ``rounds`` that is not ``None`` or an integer >= 1, naming it and what is allowed.
+
+    Example:
+        >>> check_rounds(0)
+        Traceback (most recent call last):
+        ...
+        ValueError: rounds=0 is not allowed; rounds must be an integer >= 1 (6 or more decide)
+    """
+    if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1):
+        raise ValueError(f"rounds={rounds!r} is not allowed; rounds must be an integer >= 1 (6 or more decide)")
 
 
 def comparer(compare: Optional[Comparer]) -> Comparer:
