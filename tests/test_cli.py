@@ -494,3 +494,43 @@ def test_run_subprocess_writes_history_and_keeps_pipes_clean(tmp_path):
     assert "\r" not in proc.stderr and "step 1/" not in proc.stderr   # stderr is a pipe: no counter
     (result,) = load_results(path)
     assert result.ok and len(result.step_times_s) == 3 and result.config.batch_size == 8
+
+
+# -- python -m tfwb compare (issue 34) ---------------------------------------------------------------
+def test_compare_builds_b_from_a_and_its_changes_and_prints_the_interleaved_verdict(capsys, monkeypatch):
+    from tfwb import stats
+    monkeypatch.setenv("TFWB_FAST", "1")
+    seen = []
+
+    def fake_compare(a, b, rounds=None, steps_per_round=None, progress=None):
+        seen.append((a, b, rounds, steps_per_round))
+        return stats.compare_rounds([0.3] * 10, [0.1] * 10, method="fake rounds")
+    argv = ["compare", "--workload", "mlp", "--batch-size", "16", "--b", "prefetch=true", "--b", "cache=memory"]
+    assert main(argv, compare=fake_compare) == 0
+    a = RunConfig(workload="mlp", batch_size=16)
+    assert seen == [(a, a.replace(prefetch=True, cache=True), 10, None)]      # few rounds in small mode
+    out = capsys.readouterr().out
+    assert "B (prefetch=True, cache=True) against A, interleaved: 3.00x faster" in out and "10 of 10" in out
+    assert main([*argv, "--json", "--rounds", "12"], compare=fake_compare) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["verdict"] == "faster" and data["b"]["cache"] is True and seen[-1][2] == 12
+    for bad, says in ((["--b", "prefetch=maybe"], "'maybe' is not allowed; prefetch takes true or false"),
+                      (["--b", "prefetchh=true"], "unknown knob 'prefetchh'"),
+                      ([], "configuration B needs at least one --b NAME=VALUE"),
+                      (["--b", "prefetch=false"], "leaves configuration A as it is"),
+                      (["--b", "prefetch=true", "--rounds", "0"], "rounds=0 is not allowed; rounds must be >= 1")):
+        code, err = exit_code_and_err(capsys, ["compare", "--workload", "mlp", *bad])
+        assert code == 2 and says in err, err
+    assert len(seen) == 2
+
+
+@pytest.mark.tf
+def test_compare_runs_two_configurations_interleaved(capsys, monkeypatch):
+    monkeypatch.setenv("TFWB_FAST", "1")
+    assert main(["compare", "--workload", "mlp", "--size", "small", "--warmup-steps", "1", "--batch-size", "8",
+                 "--data-source", "memory", "--b", "steps-per-execution=2", "--rounds", "6",
+                 "--steps-per-round", "2"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"B \(steps_per_execution=2\) against A, interleaved: \d+\.\d\dx", out), out
+    assert re.search(r"in \d of 6 rounds", out), out
+    assert "alternating warm blocks of 2 steps" in out

@@ -4,6 +4,7 @@ Knob inputs are plain objects and the renderer is an event recorder, so nothing 
 displayed and no widget is built; ``tfwb.ui.controller`` imports no ipywidgets at all.
 The runner is the shared ``FakeRunner`` (no TensorFlow).
 """
+import dataclasses
 import subprocess
 import sys
 import threading
@@ -11,6 +12,7 @@ import threading
 import pytest
 from fakes import GATE_TIMEOUT_S, FakeRunner
 
+from tfwb import stats
 from tfwb.config import RunConfig
 from tfwb.history import History
 from tfwb.records import RunResult
@@ -296,3 +298,135 @@ def test_totals_count_steps_not_calls_under_steps_per_execution():
     assert result.steps_done == 144
     from tfwb.ui.controller import total_steps
     assert total_steps(cfg) == 144 and total_steps(BASE) == 8
+
+
+# -- issue 34: every "cannot tell" is one click from an answer ------------------------------------------
+class DecideRecorder(Recorder):
+    """Also the Decide events."""
+
+    def on_decide_start(self, reference, number, stoppable):
+        self.seen.append(("decide start", (reference, number, stoppable, self.controller.running)))
+
+    def on_decide_round(self, done, total, stopping):
+        self.seen.append(("round", (done, total, stopping)))
+
+    def on_decided(self, rounds):
+        self.seen.append(("decided", rounds.verdict))
+
+    def on_decide_end(self, rounds, error):
+        self.seen.append(("decide end", (rounds.verdict if rounds else None, type(error).__name__)))
+
+
+class FakeInterleave:
+    """``compare(a, b, rounds=, progress=, ...)``: the candidate ``speedup`` x faster in every round; it waits
+    at the end of round ``gate_round`` until ``release()`` (``at_gate`` set), for a Stop between rounds."""
+
+    def __init__(self, speedup=3.0, gate_round=None):
+        self.speedup, self.gate_round, self.calls = speedup, gate_round, []
+        self.at_gate, self.released = threading.Event(), threading.Event()
+
+    def __call__(self, a, b, rounds=None, progress=None, **kwargs):
+        rounds = rounds or 30
+        self.calls.append((a, b, rounds))
+        for r in range(rounds):
+            if r + 1 == self.gate_round:
+                self.at_gate.set()
+                assert self.released.wait(GATE_TIMEOUT_S), "the test never released the comparison"
+            if progress is not None:
+                progress(r + 1, rounds)
+        return stats.compare_rounds([0.1] * rounds, [0.1 / self.speedup] * rounds, method="fake rounds")
+
+
+def busy_runner(load=16.0):
+    """FakeRunner's runs, recorded as if other programs used ``load`` % of the CPU during them."""
+    fake = FakeRunner()
+    return lambda cfg, observers: dataclasses.replace(fake(cfg, observers), extras={"other_cpu_pct": load})
+
+
+def decide_bench(**kwargs):
+    bench, runner, _ = make(runner=busy_runner(), **kwargs)
+    events = bench.events = DecideRecorder(bench)
+    bench.compare = FakeInterleave()
+    return bench, events
+
+
+def test_decide_compares_the_cannot_tell_pair_interleaved_and_the_rows_then_show_that_verdict(monkeypatch):
+    monkeypatch.setenv("TFWB_FAST", "1")
+    bench, events = decide_bench()
+    bench.run()
+    bench.run(prefetch=True)
+    assert bench.latest_view().versus_previous == stats.CANNOT_TELL_BUSY
+    assert bench.undecided() == ("previous",) and bench.decide_pair("previous") == (1, 2)
+    events.seen.clear()
+    result = bench.decide()
+    assert bench.compare.calls == [(BASE, BASE.replace(prefetch=True), 10)]       # few rounds in small mode
+    assert result.verdict == stats.FASTER and result.speedup == pytest.approx(3.0)
+    assert events.names() == ["decide start"] + ["round"] * 10 + ["decided", "decide end", "idle"]
+    assert events.seen[0] == ("decide start", (1, 2, False, True)) and events.seen[-2] == ("decide end", ("faster", "NoneType"))
+    view = bench.latest_view()
+    assert view.row.versus_previous.decided is result and view.versus_previous == stats.FASTER
+    assert bench.undecided() == () and not bench.running and len(bench.results) == 2   # no run was added
+
+
+def test_decide_refuses_what_it_cannot_compare_naming_it():
+    bench, events = decide_bench()
+    with pytest.raises(ValueError, match="nothing to decide against the previous: no run yet"):
+        bench.decide()
+    bench.run()
+    with pytest.raises(ValueError, match=r"against='best' is not allowed; allowed: 'previous', 'baseline'"):
+        bench.decide("best")
+    with pytest.raises(ValueError, match=r"nothing to decide against the baseline: the last run \(#1, ok\)"):
+        bench.decide("baseline")                                  # the baseline itself
+    bench.run(prefetch=True)
+    with pytest.raises(ValueError, match="rounds=0 is not allowed; rounds must be an integer >= 1"):
+        bench.decide(rounds=0)
+    assert bench.decide(raise_errors=False, against="best") is None
+    assert bench.compare.calls == [] and not bench.running
+
+
+def test_stop_ends_a_background_decide_between_rounds_recording_nothing():
+    bench, events = decide_bench()
+    bench.run()
+    bench.run(prefetch=True)
+    bench.compare = FakeInterleave(gate_round=3)
+    assert bench.decide(rounds=8, background=True) is None
+    assert bench.compare.at_gate.wait(GATE_TIMEOUT_S) and bench.running
+    with pytest.raises(RuntimeError, match="already in progress"):
+        bench.run()
+    assert bench.stop("Stop button")
+    bench.compare.released.set()
+    bench.wait(GATE_TIMEOUT_S)
+    assert not bench.running and bench.undecided() == ("previous",) and len(bench.analysis.decisions) == 0
+    assert ("decide end", (None, "DecideStopped")) in events.seen and "decided" not in events.names()
+    assert [d for n, d in events.seen if n == "round"][-1] == (3, 8, True)      # it ended after round 3
+
+
+def test_a_failed_comparison_is_told_and_raised_and_the_bench_is_ready_again():
+    bench, events = decide_bench()
+    bench.run()
+    bench.run(prefetch=True)
+
+    def broken(a, b, **kwargs):
+        raise RuntimeError("the candidate run of round 1 did not finish")
+    bench.compare = broken
+    with pytest.raises(RuntimeError, match="round 1 did not finish"):
+        bench.decide()
+    assert events.seen[-2] == ("decide end", (None, "RuntimeError")) and not bench.running
+    assert bench.decide(raise_errors=False) is None
+
+
+def test_tunes_comparisons_are_recorded_as_interleaved_verdicts(monkeypatch):
+    """The status line never contradicts the tune log: each trial's comparison counts for its pair."""
+    from tfwb.ui import controller
+    bench, events = decide_bench()
+    bench.run()
+    bench.run(prefetch=True)
+
+    def fake_tune(cfg, *, compare, **kwargs):
+        compare(BASE, BASE.replace(prefetch=True), rounds=6, settle_steps=1, progress=None, stop_early=None)
+        raise RuntimeError("the tune ended after one trial")
+    monkeypatch.setattr(controller, "tune_loop", fake_tune)
+    with pytest.raises(RuntimeError, match="after one trial"):
+        bench.tune(max_runs=1)
+    assert bench.latest_view().versus_previous == stats.FASTER and "decided" in events.names()
+    assert bench.analysis.decision(BASE.replace(prefetch=True), BASE).verdict == stats.SLOWER

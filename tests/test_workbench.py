@@ -17,6 +17,7 @@ import ipywidgets as W
 import pytest
 
 import tfwb.config
+import tfwb.stats
 from tfwb.config import RunConfig
 from tfwb.knobs import knob_field
 from tfwb.history import History, load_results
@@ -776,3 +777,74 @@ def test_a_click_diagnoses_each_run_once_and_computes_the_history_once(monkeypat
                                          baseline_config=wb.controller.baseline)
     assert [v.index for v in views] == [1, 2, 3] and views[1].versus_previous in ("faster", "slower",
                                                                                  "no significant difference")
+
+
+# -- issue 34: every "cannot tell" is one click from an answer ------------------------------------------
+class BusyRunner(FakeRunner):
+    """FakeRunner's runs, recorded as if other programs used 16 % of the CPU during them."""
+
+    def __call__(self, cfg, observers=()):
+        return dataclasses.replace(super().__call__(cfg, observers), extras={"other_cpu_pct": 16.0})
+
+
+class Interleave:
+    """A fake ``compare_interleaved``: the candidate 3x faster in every round; with ``gate_round`` it waits
+    there until ``released`` is set (``at_gate`` says it waits)."""
+
+    def __init__(self, gate_round=None):
+        self.gate_round, self.calls = gate_round, []
+        self.at_gate, self.released = threading.Event(), threading.Event()
+
+    def __call__(self, a, b, rounds=None, progress=None, **kwargs):
+        rounds = rounds or 30
+        self.calls.append((a, b, rounds))
+        for r in range(rounds):
+            if r + 1 == self.gate_round:
+                self.at_gate.set()
+                assert self.released.wait(WAIT_S), "the test never released the comparison"
+            progress(r + 1, rounds)
+        return tfwb.stats.compare_rounds([0.3] * rounds, [0.1] * rounds, method="fake rounds")
+
+
+def test_decide_button_stands_beside_a_cannot_tell_verdict_and_one_click_answers_it(monkeypatch):
+    monkeypatch.setenv("TFWB_FAST", "1")                                # few rounds in small mode
+    wb, runner = make(BusyRunner())
+    wb.controller.compare = Interleave()
+    assert wb.decide_button.layout.display == "none" and "tfwb-decide" in wb.decide_button._dom_classes
+    wb.run()
+    assert wb.decide_button.layout.display == "none"                     # the baseline: nothing to decide
+    wb.run(prefetch=True)
+    assert "cannot tell" in text(wb.status)
+    assert wb.decide_button.layout.display == "" and not wb.decide_button.disabled
+    assert wb.decide_button.description == "Decide #2 vs the previous run (#1)"
+    i = wb.widget.children.index(wb.status)
+    assert wb.widget.children[i + 1] is wb.decide_button                 # right under the verdict
+    wb.decide_button.click()
+    assert wb.controller.compare.calls == [(BASE, BASE.replace(prefetch=True), 10)]
+    status = text(wb.status)
+    assert "Decided by an interleaved comparison (fake rounds): 3.00x faster" in status
+    assert wb.progress_text.value == "decided: faster" and wb.progress.bar_style == "success"
+    assert wb.decide_button.layout.display == "none" and len(wb.results) == 2
+    assert wb.controller.latest_view().versus_previous == "faster"
+
+
+def test_wb_decide_from_a_cell_and_stop_during_a_background_decide(monkeypatch):
+    monkeypatch.setenv("TFWB_FAST", "1")
+    wb, runner = make(BusyRunner(), background=True)
+    wb.controller.compare = Interleave(gate_round=2)
+    wb.run()
+    wb.run(prefetch=True)
+    wb.decide_button.click()                                             # background, as in a kernel
+    assert wb.controller.compare.at_gate.wait(WAIT_S)
+    assert wb.decide_button.disabled and wb.run_button.disabled and not wb.stop_button.disabled
+    wb.stop_button.click()
+    wb.controller.compare.released.set()
+    wb.wait(WAIT_S)
+    assert "Decide: stopped by the user after 2 of 10 rounds; nothing was recorded" in text(wb.status)
+    assert wb.progress_text.value == "decide stopped" and not wb.decide_button.disabled
+    wb.controller.compare = Interleave()
+    result = wb.decide("previous")                                       # blocking, from a cell
+    assert result.verdict == "faster" and wb.controller.compare.calls[-1][2] == 10
+    assert wb.decide_button.layout.display == "none" and not wb.running
+    with pytest.raises(ValueError, match="against='best' is not allowed"):
+        wb.decide("best")

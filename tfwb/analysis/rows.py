@@ -16,17 +16,22 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from tfwb import stats
+from tfwb.analysis.decisions import per_example_rounds
 from tfwb.analysis.diagnosis import Bound, Diagnosis, diagnose
 from tfwb.analysis.noise import noise_band
-from tfwb.analysis.pairs import (arithmetic_changes, compare_runs, final_loss_gap, other_cpu_pct, per_example,
+from tfwb.analysis.pairs import (arithmetic_changes, busy, compare_runs, final_loss_gap, other_cpu_pct, per_example,
                                  workload_size)
 from tfwb.config import RunConfig
 from tfwb.records import RunResult
 
-__all__ = ["Versus", "HistoryRow", "history_rows", "pick_baseline", "BASELINE"]
+__all__ = ["Versus", "HistoryRow", "history_rows", "pick_baseline", "BASELINE", "Decided"]
 
 #: The comparison kind of the baseline's own row.
 BASELINE = "baseline"
+
+#: ``decided(reference_config, run_config)``: the interleaved comparison of the pair (the run as the
+#: candidate), or ``None`` (``tfwb.analysis.decisions.Decisions.get``).
+Decided = Callable[[RunConfig, RunConfig], Optional[stats.RoundsComparison]]
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,7 @@ class Versus:
         per_example: whether the batches differ, so time per example was compared.
         batches: ``(this run's global batch, the reference's)``.
         other_size: this run's workload size when the reference ran another one (not compared).
+        decided: the interleaved comparison of the pair's two configurations, when one was measured; every front end shows it instead of the separate-run comparison.
     """
 
     reference: int
@@ -49,15 +55,22 @@ class Versus:
     per_example: bool = False
     batches: Tuple[int, int] = (0, 0)
     other_size: Optional[str] = None
+    decided: Optional[stats.RoundsComparison] = None
 
     @property
     def kind(self) -> Optional[str]:
-        """The verdict's kind (``stats.FASTER``, ``stats.SLOWER``, ...), ``None`` without a comparison."""
+        """The verdict's kind (``stats.FASTER``, ``stats.SLOWER``, ...): the interleaved one when ``decided``
+        is set, else the separate runs'; ``None`` without either."""
+        if self.decided is not None:
+            return self.decided.verdict
         return self.comparison.verdict if self.comparison is not None else None
 
     @property
     def speedup(self) -> Optional[float]:
-        """The reference's median over this run's (per example when the batches differ)."""
+        """The reference's time over this run's (per example when the batches differ): the interleaved
+        comparison's median ratio when ``decided`` is set, else the separate runs' medians' ratio."""
+        if self.decided is not None:
+            return self.decided.speedup
         return self.comparison.speedup if self.comparison is not None else None
 
 
@@ -164,16 +177,27 @@ def pick_baseline(results: Sequence[RunResult],
                   config: Optional[RunConfig] = None) -> Optional[RunResult]:
     """The result others are compared with.
 
+    A busy baseline (other programs used the CPU during it: ``tfwb.analysis.pairs.busy``) would make
+    every verdict against it "cannot tell". So when the chosen run was busy, the last quiet run of
+    the same configuration stands in for it (the Workbench's first run often draws the widget for the
+    first time while it runs); with none, the busy one stays, and an interleaved comparison
+    (the Workbench's Decide) still decides against it.
+
     Args:
         results: runs in order.
         config: the intended baseline configuration; when given, the first ok result
             that ran exactly this configuration (``label`` ignored) wins.
 
     Returns:
-        That result, else the first ok result, else ``None``.
+        That result (or the last quiet run of its configuration, when it was busy), else the first ok
+        result (likewise), else ``None``.
 
     Example:
         >>> pick_baseline([]) is None
+        True
+        >>> busy = RunResult(config=RunConfig(), step_times_s=(0.2,) * 9, extras={"other_cpu_pct": 16.0})
+        >>> quiet = RunResult(config=RunConfig(label="again"), step_times_s=(0.2,) * 9, extras={"other_cpu_pct": 1.0})
+        >>> pick_baseline([busy, quiet]) is quiet
         True
     """
     ok = [r for r in results if r.ok]
@@ -182,17 +206,23 @@ def pick_baseline(results: Sequence[RunResult],
         # compare with a run of the size the latest run used.
         same = [r for r in ok if workload_size(r) in (None, workload_size(ok[-1]))]
         ok = same or ok
+    if not ok:
+        return None
+    chosen = ok[0]
     if config is not None:
-        for r in ok:
-            if not r.config.diff(config):
-                return r
-    return ok[0] if ok else None
+        chosen = next((r for r in ok if not r.config.diff(config)), chosen)
+    if busy(chosen):
+        quiet = [r for r in ok if not busy(r) and not r.config.diff(chosen.config)]
+        if quiet:
+            return quiet[-1]
+    return chosen
 
 
 def history_rows(results: Sequence[RunResult], baseline: Optional[RunResult] = None, *,
                  baseline_config: Optional[RunConfig] = None,
                  noise: Optional[stats.NoiseBand] = None,
-                 diagnoser: Callable[[RunResult], Diagnosis] = diagnose) -> List[HistoryRow]:
+                 diagnoser: Callable[[RunResult], Diagnosis] = diagnose,
+                 decided: Optional[Decided] = None) -> List[HistoryRow]:
     """One ``HistoryRow`` per run, compared with the baseline run and with the run before it.
 
     Args:
@@ -206,6 +236,9 @@ def history_rows(results: Sequence[RunResult], baseline: Optional[RunResult] = N
             ``stats.DEFAULT_NOISE``).
         diagnoser: ``tfwb.diagnose``, or a cached one (``tfwb.analysis.session.Analysis.diagnose``:
             each run diagnosed once, whatever draws it).
+        decided: the interleaved verdicts measured so far (``tfwb.analysis.decisions.Decisions.get``):
+            a pair that has one gets it as its ``Versus.decided`` (per example when the batches differ),
+            shown instead of the separate runs' verdict.
 
     Returns:
         The rows, in order. A run of another workload size than the baseline (small vs full,
@@ -226,8 +259,9 @@ def history_rows(results: Sequence[RunResult], baseline: Optional[RunResult] = N
         noise = noise_band(results)
     rows = []
     for i, result in enumerate(results, 1):
-        fields = _row(i, results, baseline, baseline_config, noise, diagnoser)
-        fields.update(_versus_previous(result, _previous(results, i - 1), results, noise, baseline, diagnoser))
+        fields = _row(i, results, baseline, baseline_config, noise, diagnoser, decided)
+        fields.update(_versus_previous(result, _previous(results, i - 1), results, noise, baseline, diagnoser,
+                                       decided))
         rows.append(HistoryRow(**fields))
     return rows
 
@@ -246,23 +280,28 @@ def _previous(results: Sequence[RunResult], position: int) -> Optional[RunResult
 
 
 def _versus(reference: RunResult, run: RunResult, index: int, is_baseline: bool,
-            noise: stats.NoiseBand) -> Optional[Versus]:
+            noise: stats.NoiseBand, decided: Optional[Decided] = None) -> Optional[Versus]:
     comparison = compare_runs(reference, run, noise=noise)
     if comparison is None:
         return None
-    return Versus(index, is_baseline, comparison, per_example(reference, run),
-                  (run.config.batch_size, reference.config.batch_size))
+    by_example = per_example(reference, run)
+    batches = (run.config.batch_size, reference.config.batch_size)
+    rounds = decided(reference.config, run.config) if decided is not None else None
+    if rounds is not None and by_example:
+        rounds = per_example_rounds(rounds, batches)
+    return Versus(index, is_baseline, comparison, by_example, batches, decided=rounds)
 
 
 def _versus_previous(result: RunResult, previous: Optional[RunResult], results: Sequence[RunResult],
                      noise: stats.NoiseBand, baseline: Optional[RunResult],
-                     diagnoser: Callable[[RunResult], Diagnosis]) -> Dict[str, Any]:
+                     diagnoser: Callable[[RunResult], Diagnosis],
+                     decided: Optional[Decided] = None) -> Dict[str, Any]:
     if previous is None:
         return {}
     index = _index(results, previous)
     out: Dict[str, Any] = {"previous": index, "previous_changes": result.config.diff(previous.config)}
     if result.ok:
-        versus = _versus(previous, result, index, previous is baseline, noise)
+        versus = _versus(previous, result, index, previous is baseline, noise, decided)
         out["versus_previous"] = versus
         out.update(_bound_score(previous, result, versus.speedup if versus else None, noise, diagnoser))
         changed = arithmetic_changes(result.config, previous.config)
@@ -273,7 +312,7 @@ def _versus_previous(result: RunResult, previous: Optional[RunResult], results: 
 
 def _row(index: int, results: Sequence[RunResult], baseline: Optional[RunResult],
          baseline_config: Optional[RunConfig], noise: stats.NoiseBand,
-         diagnoser: Callable[[RunResult], Diagnosis]) -> Dict[str, Any]:
+         diagnoser: Callable[[RunResult], Diagnosis], decided: Optional[Decided] = None) -> Dict[str, Any]:
     result = results[index - 1]
     spread = result.spread
     wait = result.input_wait_fraction
@@ -285,7 +324,7 @@ def _row(index: int, results: Sequence[RunResult], baseline: Optional[RunResult]
             and workload_size(baseline) != workload_size(result):
         versus = Versus(_index(results, baseline), True, None, other_size=workload_size(result))
     else:
-        versus = _versus(baseline, result, _index(results, baseline), True, noise)
+        versus = _versus(baseline, result, _index(results, baseline), True, noise, decided)
     ok = result.ok
     return {
         "index": index, "label": result.config.label, "status": result.status,

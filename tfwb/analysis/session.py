@@ -8,6 +8,13 @@ click does not diagnose the same run ten times, and every front end shows the sa
 pair of runs (``tfwb.analysis.pairs.compare_runs`` decides it; "cannot tell" when either run was
 busy).
 
+Interleaved verdicts. Separate runs on a busy or drifting machine say "cannot tell"; an interleaved
+comparison of the pair's two configurations decides (the Workbench's Decide button, ``tfwb tune``'s
+trials). ``Analysis.decided(a, b, rounds)`` keeps such a verdict (``tfwb.analysis.decisions``, per ordered
+pair of configurations, inverted for the reversed pair), and every row whose pair has one carries it as
+its ``Versus.decided``, which every front end shows instead of the separate-run verdict: one story per
+page. It pushes the views again, so the subscribers redraw.
+
 Observer style: a front end subscribes (``Analysis.subscribe(callback)``); the owner of the
 history calls ``Analysis.push`` when a run finishes, and every subscriber receives that run's
 ``RunView``. The words are rendered by ``tfwb.render`` from the view's rows.
@@ -22,6 +29,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from tfwb import stats
 from tfwb.analysis import rows as _rows
+from tfwb.analysis.decisions import Decisions
 from tfwb.analysis.diagnosis import Diagnosis, diagnose
 from tfwb.analysis.noise import noise_band
 from tfwb.analysis.pairs import busy
@@ -29,7 +37,10 @@ from tfwb.analysis.rows import HistoryRow
 from tfwb.config import RunConfig
 from tfwb.records import RunResult
 
-__all__ = ["Analysis", "RunView"]
+__all__ = ["Analysis", "RunView", "AGAINST"]
+
+#: What a run's verdict can be against: ``"previous"`` (the previous finished run) or ``"baseline"``.
+AGAINST = ("previous", "baseline")
 
 
 @dataclass(frozen=True)
@@ -70,6 +81,49 @@ class RunView:
         """The runs of the history as it stood when the view was made, in order."""
         return tuple(r.result for r in self.rows)
 
+    def versus(self, against: str) -> Any:
+        """The run's ``Versus`` the previous run or the baseline (``against`` in ``AGAINST``), or ``None``.
+
+        Raises:
+            ValueError: for ``against`` not in ``AGAINST``.
+        """
+        if against not in AGAINST:
+            raise ValueError(f"against={against!r} is not allowed; allowed: {', '.join(map(repr, AGAINST))}")
+        return self.row.versus_previous if against == "previous" else self.row.versus_baseline
+
+    def pair(self, against: str) -> Tuple[int, int]:
+        """``(reference, index)``: the 1-based runs an interleaved comparison ``against`` the previous run or
+        the baseline compares (the run itself as the candidate).
+
+        Raises:
+            ValueError: for ``against`` not in ``AGAINST``, or when the run has no measured comparison
+                against that run (it failed, it is the baseline, another workload size).
+        """
+        versus = self.versus(against)
+        if versus is None or versus.comparison is None:
+            raise ValueError(f"nothing to decide against the {against}: the last run (#{self.index}, "
+                             f"{self.result.status}) has no measured comparison with it")
+        return versus.reference, self.index
+
+    def undecided(self) -> Tuple[str, ...]:
+        """Which of the run's verdicts (``AGAINST``) say "cannot tell" (busy or drifted) with no interleaved
+        verdict for their pair yet: each is one interleaved comparison from an answer.
+
+        Example:
+            >>> from tfwb.records import RunResult
+            >>> runs = [RunResult(config=RunConfig(), step_times_s=(0.2,) * 9, extras={"other_cpu_pct": 30.0}),
+            ...         RunResult(config=RunConfig(prefetch=True), step_times_s=(0.1,) * 9, extras={"other_cpu_pct": 1.0})]
+            >>> Analysis().push(runs).undecided()       # the baseline is the previous run: one pair to decide
+            ('previous',)
+        """
+        out = []
+        for against in AGAINST:
+            v = self.versus(against)
+            if v is not None and v.decided is None and v.kind in stats.CANNOT_TELL \
+                    and not (against == "baseline" and v.reference_is_baseline and "previous" in out):
+                out.append(against)
+        return tuple(out)
+
 
 class Analysis:
     """The cached analysis of one history (a Workbench, a CLI report, a chapter).
@@ -86,6 +140,9 @@ class Analysis:
         ('faster', 2.0, True)
         >>> a.views(runs)[1] is v and a.diagnose(runs[1]) is v.diagnosis      # computed once
         True
+        >>> w = a.decided(runs[0].config, runs[1].config, stats.compare_rounds([0.2] * 6, [0.125] * 6))
+        >>> w.row.versus_baseline.decided.speedup, w.row.speedup, seen[-1] is w
+        (1.6, 1.6, True)
     """
 
     def __init__(self, hardware: Any = None) -> None:
@@ -95,6 +152,10 @@ class Analysis:
         self._rows: List[HistoryRow] = []
         self._views: Tuple[RunView, ...] = ()
         self._subscribers: List[Callable[[RunView], None]] = []
+        #: The interleaved verdicts recorded through ``decided`` (``tfwb.analysis.decisions.Decisions``).
+        self.decisions = Decisions()
+        self._decided_version = 0
+        self._pushed: Optional[tuple] = None      # the last push's (results, baseline, baseline_config)
         self.diagnosed = 0          # how many diagnoses were computed (not read from the cache)
 
     def subscribe(self, callback: Callable[[RunView], None]) -> None:
@@ -116,9 +177,34 @@ class Analysis:
         if not results:
             raise ValueError("push needs a history with at least one run")
         view = self.views(results, baseline, baseline_config=baseline_config)[-1]
+        self._pushed = (list(results), baseline, baseline_config)
         for callback in list(self._subscribers):
             callback(view)
         return view
+
+    def decided(self, a: RunConfig, b: RunConfig, rounds: stats.RoundsComparison) -> Optional[RunView]:
+        """Record ``rounds``, the interleaved comparison of ``b`` (the candidate) against ``a``, and push the
+        latest run's view again (its rows now carry it as ``Versus.decided`` wherever a row compares runs of
+        these two configurations, either way round: the reversed pair gets the ratio inverted).
+
+        Returns:
+            The latest run's new ``RunView``, handed to every subscriber; ``None`` when nothing was pushed yet.
+
+        Raises:
+            ValueError: for a configuration that is not a RunConfig or ``rounds`` that is not a
+                ``stats.RoundsComparison``.
+        """
+        self.decisions.record(a, b, rounds)
+        self._decided_version += 1
+        if self._pushed is None:
+            return None
+        results, baseline, baseline_config = self._pushed
+        return self.push(results, baseline, baseline_config=baseline_config)
+
+    def decision(self, a: RunConfig, b: RunConfig) -> Optional[stats.RoundsComparison]:
+        """The interleaved verdict of ``b`` against ``a`` recorded so far (inverted when it was measured the
+        other way round), or ``None``."""
+        return self.decisions.get(a, b)
 
     def diagnose(self, result: RunResult) -> Diagnosis:
         """``tfwb.diagnose(result)``, computed once per run."""
@@ -133,11 +219,11 @@ class Analysis:
     def rows(self, results: Sequence[RunResult], baseline: Optional[RunResult] = None, *,
              baseline_config: Optional[RunConfig] = None) -> List[HistoryRow]:
         """``tfwb.analysis.rows.history_rows(results, baseline, ...)``, computed once per state of the history."""
-        key = (tuple(id(r) for r in results), id(baseline), repr(baseline_config))
+        key = (tuple(id(r) for r in results), id(baseline), repr(baseline_config), self._decided_version)
         if key != self._rows_key:
             noise = noise_band(results)
             self._rows = _rows.history_rows(results, baseline, baseline_config=baseline_config, noise=noise,
-                                            diagnoser=self.diagnose)
+                                            diagnoser=self.diagnose, decided=self.decisions.get)
             table = tuple(self._rows)
             self._views = tuple(self._view(row, table, baseline_config) for row in self._rows)
             self._rows_key = key

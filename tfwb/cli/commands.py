@@ -8,6 +8,7 @@
     TF_CONFIG='{"cluster": ...}' python -m tfwb worker --batch-size 64   # one worker of a cluster
     python -m tfwb sweep --knob prefetch=false,true --out runs/sweep    # tfwb.cli.sweep
     python -m tfwb tune --workload mlp --max-runs 4                     # tfwb.cli.tune
+    python -m tfwb compare --workload mlp --b prefetch=true             # tfwb.cli.compare: A vs B interleaved
 
 Every knob of ``tfwb.config.KNOBS`` is an option of ``run`` (``tfwb.cli.options``:
 ``--field-name VALUE``, parsed by ``Knob.parse``; ``run --help`` lists every knob with
@@ -18,7 +19,7 @@ counter on stderr is a ``tfwb.observers.Progress`` drawn by ``tfwb.cli.drawer.Dr
 (through ``tfwb.interrupts.InterruptBridge``), so the run ends after its current step,
 recorded as interrupted. ``--history`` appends to a ``tfwb.history.History``.
 
-Imports: this module imports ``tfwb.cli.sweep`` and ``tfwb.cli.tune``, which import ``options``
+Imports: this module imports ``tfwb.cli.sweep``, ``tfwb.cli.tune`` and ``tfwb.cli.compare``, which import ``options``
 and ``drawer``, never this module.
 
 Exit status: 0 when the run succeeded (or the command did its job), 1 when the run
@@ -32,11 +33,12 @@ import json
 import os
 import sys
 import textwrap
-from typing import Callable, List, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence
 
 from tfwb import hardware, cluster_spec
 from tfwb.analysis.diagnosis import diagnose
 from tfwb.analysis.rows import history_rows
+from tfwb.cli import compare as compare_command
 from tfwb.cli import sweep as sweep_command
 from tfwb.cli import tune as tune_command
 from tfwb.cli.drawer import Drawer, say, stderr_for_drawing
@@ -68,7 +70,7 @@ def fail(command: str, message: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
                                      formatter_class=HelpFormatter, allow_abbrev=False)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{run,worker,sweep,tune,knobs,hardware,report}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{run,worker,sweep,tune,compare,knobs,hardware,report}")
 
     run = sub.add_parser(
         "run", help="run one configuration and print its summary", formatter_class=HelpFormatter,
@@ -119,7 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="print the history table of a results file", allow_abbrev=False)
     rep.add_argument("path", help="a JSON-lines results file (run --history, or a Workbench's history_path)")
     parser.commands = {"run": run, "worker": worker, "knobs": knobs, "hardware": hw, "report": rep,
-                       "sweep": sweep_command.add_parser(sub), "tune": tune_command.add_parser(sub)}
+                       "sweep": sweep_command.add_parser(sub), "tune": tune_command.add_parser(sub),
+                       "compare": compare_command.add_parser(sub)}
     return parser
 
 
@@ -129,8 +132,9 @@ def parse_args(parser: argparse.ArgumentParser, argv: Optional[List[str]]) -> ar
     if extra:
         message = f"unrecognized arguments: {' '.join(extra)}"
         command = parser.commands.get(args.command, parser)
-        if args.command in ("run", "worker", "tune"):
-            own = {"run": RUN_OPTIONS, "worker": WORKER_OPTIONS, "tune": tune_command.TUNE_OPTIONS}[args.command]
+        if args.command in ("run", "worker", "tune", "compare"):
+            own = {"run": RUN_OPTIONS, "worker": WORKER_OPTIONS, "tune": tune_command.TUNE_OPTIONS,
+                   "compare": compare_command.COMPARE_OPTIONS}[args.command]
             close = suggestion(extra[0], own)
             if close:
                 message += f" (did you mean {close}?)"
@@ -344,7 +348,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Optional[List[str]] = None, *, runner: Optional[Runner] = None) -> int:
+def main(argv: Optional[List[str]] = None, *, runner: Optional[Runner] = None,
+         compare: Optional[Callable[..., Any]] = None) -> int:
     """Parse ``argv`` (default ``sys.argv[1:]``), run the command, return its exit status.
 
     Args:
@@ -353,6 +358,8 @@ def main(argv: Optional[List[str]] = None, *, runner: Optional[Runner] = None) -
             observers: the step counter, the stop flag Ctrl-C sets, with ``--logdir`` the
             TensorBoard scalars); ``None`` is ``tfwb.run`` (tests pass a fake one, as to the
             Workbench).
+        compare: ``compare``'s interleaved comparison (``None``: ``tfwb.compare_interleaved``; tests pass
+            a fake one).
 
     Example:
         >>> main(["knobs", "--markdown"])  # doctest: +SKIP
@@ -371,6 +378,8 @@ def main(argv: Optional[List[str]] = None, *, runner: Optional[Runner] = None) -
             return sweep_command.cmd_sweep(parser.commands["sweep"], args, runner)
         if args.command == "tune":
             return tune_command.cmd_tune(parser.commands["tune"], args, runner)
+        if args.command == "compare":
+            return compare_command.cmd_compare(parser.commands["compare"], args, compare)
         if args.command == "knobs":
             return cmd_knobs(args)
         if args.command == "hardware":

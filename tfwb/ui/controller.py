@@ -28,7 +28,15 @@ Tuning. ``tune(max_runs)`` runs ``tfwb.search.tune_loop.tune`` from ``config()``
 stop flag and interrupt bridge as a run: every run it makes is recorded like a click's run
 (``on_run_start`` / ``on_result``), each event it sends (``tfwb.search.tune_events``) goes to
 ``on_tune_event``, and at the end the best configuration's knobs are set (``set_changes``) and
-``on_tune_end`` is told.
+``on_tune_end`` is told. Each of its interleaved comparisons is recorded through ``Analysis.decided``
+(``on_decided``), so the status line and the table say what the tune log says.
+
+Deciding. ``decide(against)`` runs the interleaved comparison (``compare``, default
+``tfwb.compare_interleaved``) of the latest run's configuration against the previous run's or the
+baseline's, when separate runs said "cannot tell" (``RunView.undecided``): like a run, on this thread
+or a background one, stoppable after its current round (Stop, ``stop()``, a kernel interrupt). Its
+verdict goes to ``Analysis.decided``; the rows then show it instead of the separate-run verdict
+(``tfwb.ui.deciding`` runs the comparison).
 """
 from __future__ import annotations
 
@@ -38,8 +46,9 @@ from typing import Any, Callable, Collection, Dict, List, Mapping, Optional, Pro
 
 from tfwb import config as _config
 from tfwb.analysis.rows import pick_baseline
+from tfwb import stats
 from tfwb.analysis.session import Analysis
-from tfwb.config import RunConfig
+from tfwb.config import RunConfig, fast_mode
 from tfwb.history import History
 from tfwb.interrupts import INTERRUPTED as INTERRUPT_REASON  # + " (kernel interrupt)", " (KeyboardInterrupt)"
 from tfwb.interrupts import InterruptBridge, kernel_loop
@@ -48,11 +57,13 @@ from tfwb.observers import Observer, Progress, StopFlag
 from tfwb.records import RunResult
 from tfwb.render import short_changes
 from tfwb.search.tune_events import TuneEvent
-from tfwb.search.tune_loop import Comparer, check_arguments
+from tfwb.search.tune_loop import FAST_ROUNDS, Comparer, check_arguments
+from tfwb.ui import deciding
+from tfwb.ui.deciding import DecideStopped, comparer
 from tfwb.search.tune_loop import tune as tune_loop
 from tfwb.search.tune_result import Tuning
 
-__all__ = ["WorkbenchController", "ControllerEvents", "KnobInput", "Runner", "STOP_REASON",
+__all__ = ["WorkbenchController", "ControllerEvents", "KnobInput", "Runner", "STOP_REASON", "DecideStopped",
            "INTERRUPT_REASON", "applied_note", "total_steps"]
 
 STOP_REASON = "stopped by the user"          # + " (Stop button)", " (wb.stop())"
@@ -109,6 +120,19 @@ class ControllerEvents:
 
     def on_tune_end(self, tuning: Optional[Tuning], error: Optional[BaseException]) -> None:
         """The tune ended: its ``Tuning`` (the best configuration's knobs are set), or the error that ended it."""
+
+    def on_decide_start(self, reference: int, number: int, stoppable: bool) -> None:
+        """An interleaved comparison of run ``number``'s configuration against run ``reference``'s starts."""
+
+    def on_decide_round(self, done: int, total: int, stopping: bool) -> None:
+        """A round of that comparison ended."""
+
+    def on_decided(self, rounds: stats.RoundsComparison) -> None:
+        """An interleaved verdict was recorded (``Analysis.decided``, from Decide or a tune's trial): the
+        latest pushed view carries it."""
+
+    def on_decide_end(self, rounds: Optional[stats.RoundsComparison], error: Optional[BaseException]) -> None:
+        """Decide ended: its verdict (recorded), or what ended it (a stop, a failed comparison)."""
 
 
 def total_steps(cfg: RunConfig) -> int:
@@ -463,12 +487,9 @@ class WorkbenchController:
         epoch_examples = None
         if self._runner is None:   # tfwb.run: the epoch's length is known (cache first, or skipped on a short run)
             from tfwb.tf.lab.tune import epoch_examples
-        compare = self.compare
-        if compare is None:
-            from tfwb.tf.lab.side_by_side import compare_interleaved as compare
         try:
             try:
-                tuning = tune_loop(cfg, max_runs=max_runs, rounds=rounds, runner=runner, compare=compare,
+                tuning = tune_loop(cfg, max_runs=max_runs, rounds=rounds, runner=runner, compare=deciding.recording(comparer(self.compare), self._record_decision),
                                    stop=flag, progress=self.events.on_tune_event, epoch_examples=epoch_examples)
             except (RuntimeError, KeyboardInterrupt) as e:
                 self.events.on_tune_end(None, e)
@@ -483,6 +504,88 @@ class WorkbenchController:
             return tuning
         finally:
             self._ready()
+
+    # -- deciding ------------------------------------------------------------------------
+    def latest_view(self) -> Any:
+        """The latest run's ``RunView`` (``tfwb.analysis.session``), or ``None`` before the first run."""
+        if not self.results:
+            return None
+        return self.analysis.views(self.results, self.baseline_result(), baseline_config=self.baseline)[-1]
+
+    def undecided(self) -> Tuple[str, ...]:
+        """Which of the latest run's verdicts (``"previous"``, ``"baseline"``) say "cannot tell" with no
+        interleaved verdict yet (``RunView.undecided``): what ``decide`` can answer."""
+        view = self.latest_view()
+        return view.undecided() if view is not None else ()
+
+    def decide_pair(self, against: str = "previous") -> Tuple[int, int]:
+        """``(reference, number)``: the 1-based runs whose configurations ``decide(against)`` compares.
+
+        Raises:
+            ValueError: for ``against`` not ``"previous"`` or ``"baseline"``, or nothing to compare (``RunView.pair``).
+        """
+        view = self.latest_view()
+        if view is None:
+            raise ValueError(f"nothing to decide against the {against}: no run yet")
+        return view.pair(against)
+
+    def decide(self, against: str = "previous", rounds: Optional[int] = None, *, background: bool = False,
+               raise_errors: bool = True) -> Optional[stats.RoundsComparison]:
+        """Compare the latest run's configuration with the ``against`` run's, interleaved (``compare``), and
+        record the verdict (``Analysis.decided``): the Decide button.
+
+        Args:
+            against: ``"previous"`` or ``"baseline"``.
+            rounds: interleaved rounds (>= 1; 6 or more decide); default ``FAST_ROUNDS`` (10) in small
+                mode (``TFWB_FAST=1``), else the comparison's own default.
+            background: compare on a background thread (the button in a kernel); Stop ends it.
+            raise_errors: raise a refused start or a failed comparison instead of only telling events.
+
+        Returns:
+            The ``stats.RoundsComparison`` (the reference as baseline, the latest run as candidate) when it
+            ran here to its end; ``None`` in the background, when it did not start, or was stopped.
+
+        Raises:
+            ValueError: for a bad ``against`` or ``rounds``, or nothing to compare (``decide_pair``).
+            RuntimeError: when a run is in progress.
+        """
+        try:
+            deciding.check_rounds(rounds)
+            with self._lock:
+                if self._running:
+                    raise RuntimeError(_BUSY)
+                reference, number = self.decide_pair(against)
+                flag = StopFlag(STOP_REASON)
+                self._running, self._stop_flag, self._progress_done = True, flag, 0
+        except (ValueError, RuntimeError):
+            if raise_errors:
+                raise
+            return None
+        self.events.on_decide_start(reference, number, background)
+        if rounds is None and fast_mode():
+            rounds = FAST_ROUNDS
+        job = (self.results[reference - 1].config, self.results[number - 1].config, flag, rounds, raise_errors)
+        if not background:
+            return self._execute_decide(*job)
+        self._thread = threading.Thread(target=self._execute_decide, args=job, name="tfwb-workbench-decide",
+                                        daemon=True)
+        self.bridge.arm()
+        self._thread.start()
+        return None
+
+    def _execute_decide(self, a: RunConfig, b: RunConfig, flag: StopFlag, rounds: Optional[int],
+                        raise_errors: bool) -> Optional[stats.RoundsComparison]:
+        try:
+            return deciding.run_decide(comparer(self.compare), a, b, rounds=rounds, flag=flag, events=self.events,
+                                       record=self._record_decision, raise_errors=raise_errors)
+        finally:
+            self._ready()
+
+    def _record_decision(self, a: RunConfig, b: RunConfig, rounds: stats.RoundsComparison) -> None:
+        """Keep an interleaved verdict (``Analysis.decided``, which pushes the views again) and tell events."""
+        if self.analysis.decided(a, b, rounds) is None and self.results:
+            self.analysis.push(self.results, self.baseline_result(), baseline_config=self.baseline)  # resumed
+        self.events.on_decided(rounds)
 
     def stop(self, how: str = "wb.stop()", *, interrupted: bool = False) -> bool:
         """Ask the run in progress to end after its current step (thread-safe; a signal handler calls it).

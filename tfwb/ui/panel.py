@@ -1,7 +1,8 @@
 """The Workbench's renderer: the widgets, and what they show of a controller's runs.
 
 Owns the widget tree (header, knob rows, Run / Stop / Apply suggestion / Tune, the progress bar,
-the status line, the tune's log (a line per trial as it happens, then the closing text), the step-time / utilization chart of the latest run, its loss beside the
+the status line with its Decide button (an interleaved comparison of a pair separate runs could not
+decide: ``WorkbenchController.decide``), the tune's log (a line per trial as it happens, then the closing text), the step-time / utilization chart of the latest run, its loss beside the
 previous run's when the knobs that changed alter the arithmetic (``tfwb.analysis.pairs.ARITHMETIC_KNOBS``),
 the comparison chart, the limits chart (``tfwb.ui.charts.limits``), the history table) and how
 each is drawn. A run's status line carries its MFU (in ``RunResult.summary``), its first
@@ -29,6 +30,7 @@ import ipywidgets as W
 
 from tfwb import hardware as _hardware
 from tfwb import render as words
+from tfwb import stats
 from tfwb.analysis.diagnosis import expectations
 from tfwb.analysis.rows import HistoryRow
 from tfwb.analysis.session import RunView
@@ -39,6 +41,7 @@ from tfwb.search.tune_events import RoundDone, TrialDone, TuneDone, TuneEvent
 from tfwb.search.tune_result import FAILED, KEPT, REVERTED
 from tfwb.ui.controller import ControllerEvents, WorkbenchController, total_steps
 from tfwb.ui.controls import KnobControl, knob_rows, set_tooltip
+from tfwb.ui.deciding import DecideStopped
 
 __all__ = ["WorkbenchPanel", "steps_done", "measured_text"]
 
@@ -46,6 +49,9 @@ _RUN_TIP = "train with these settings and record the result"
 _STOP_TIP = "end the run after its current step (a kernel interrupt does the same)"
 _TUNE_TIP = ("diagnose, try the change that can gain most, keep it only if an interleaved comparison calls it "
              "faster and it still trains; repeat (tfwb.tune); then set the best knobs")
+_DECIDE_TIP = ("separate runs cannot tell (the machine was busy, or a run drifted): compare the two "
+               "configurations interleaved, in alternating short turns in one process, so that whatever slows "
+               "the machine slows both; the rows then show that verdict")
 _PROGRESS_INTERVAL_S = 0.05        # at most ~20 progress-bar updates a second
 _FAILED = words.FAILED_COLOR
 
@@ -203,6 +209,7 @@ class WorkbenchPanel(ControllerEvents):
         self.limits_chart.add_class("tfwb-limits-chart")
         self.history = W.HTML(words.html_table([]))
         self.history.add_class("tfwb-history")
+        self._build_decide()
 
         machine = _hardware.describe(self.hardware)
         header = W.HTML(_CSS + "<b>tfwb Workbench</b>"
@@ -217,6 +224,7 @@ class WorkbenchPanel(ControllerEvents):
             *knob_rows(self.controls, knobs),
             actions,
             self.status,
+            self.decide_button,
             self.tune_log,
             self.chart_note,
             self.run_chart,
@@ -492,3 +500,68 @@ class WorkbenchPanel(ControllerEvents):
             bound = diagnosis.bound_for(suggestion[0])
             set_tooltip(self.apply_button, f"the last run's diagnosis suggests: "
                                            f"{words.suggestion_text(suggestion, bound)}; set it and run")
+        self._show_decide(running or not valid)
+
+    # -- Decide: an interleaved comparison where separate runs cannot tell ---------------------
+    def _build_decide(self) -> None:
+        self.decide_button = W.Button(description="Decide", icon="balance-scale", button_style="warning",
+                                      layout=W.Layout(width="auto", display="none"), tooltip=_DECIDE_TIP)
+        self.decide_button.add_class("tfwb-decide")
+        #: What the Decide button compares the latest run against (``"previous"``, ``"baseline"``; None: hidden).
+        self.decide_against: Optional[str] = None
+
+    def _show_decide(self, disabled: bool) -> None:
+        """Show Decide while the latest run has a "cannot tell" verdict with no interleaved one
+        (``RunView.undecided``: against the previous run first, then the baseline)."""
+        view = self._view
+        undecided = view.undecided() if view is not None and view.index == len(self.controller.results) else ()
+        self.decide_against = undecided[0] if undecided else None
+        self.decide_button.layout.display = "" if undecided else "none"
+        self.decide_button.disabled = disabled or not undecided
+        if undecided:
+            versus = view.versus(undecided[0])
+            what = "the baseline" if undecided[0] == "baseline" else "the previous run"
+            self.decide_button.description = f"Decide #{view.index} vs {what} (#{versus.reference})"
+
+    def on_decide_start(self, reference: int, number: int, stoppable: bool) -> None:
+        """Buttons and bar while run ``number``'s configuration is compared with run ``reference``'s."""
+        for button in (self.run_button, self.apply_button, self.tune_button, self.decide_button):
+            button.disabled = True
+        self.stop_button.disabled = not stoppable
+        self.progress.bar_style = ""
+        self._move_bar(0, 1, "interleaving\u2026")
+        self.status.value = (f"Deciding #{number} against #{reference}: their two configurations take turns "
+                             "in one process (an interleaved comparison)\u2026")
+
+    def on_decide_round(self, done: int, total: int, stopping: bool) -> None:
+        self._move_bar(done, total, f"round {int(done)} / {int(total)}" + (" (stopping\u2026)" if stopping else ""))
+
+    def on_decided(self, rounds: stats.RoundsComparison) -> None:
+        """An interleaved verdict was recorded: the table and the latest run's status line show it now."""
+        view = self._view
+        if view is None:
+            return
+        self._refresh_history()
+        self._outcome_html = self._outcome(view.result, view.index, None)
+
+    def on_decide_end(self, rounds: Optional[stats.RoundsComparison], error: Optional[BaseException]) -> None:
+        """Say how Decide ended: the verdict it recorded (the rows show it, marked interleaved), or why not."""
+        from tfwb.ui import charts     # matplotlib: loaded by the runs' charts already
+
+        if rounds is not None:
+            self.progress.bar_style = "success"
+            self.progress_text.value = f"decided: {html.escape(rounds.verdict)}"
+            self._outcome_html += ("<br><i>Decided by an interleaved comparison (" + html.escape(rounds.method)
+                                   + "): " + html.escape(rounds.text()) + "; it replaces the separate runs' "
+                                   "verdict for this pair in the status line, the table and the chart.</i>")
+            view = self._view
+            try:
+                self.compare_chart.value = charts.comparison_png(list(view.results),
+                                                                 baseline_config=view.baseline_config, rows=view.rows)
+            except Exception as e:  # a chart bug must not hide the verdict
+                self._outcome_html += "<br>" + _red(f"chart failed: {type(e).__name__}: {e}")
+            return
+        stopped = isinstance(error, DecideStopped)
+        self.progress.bar_style = "warning" if stopped else "danger"
+        self.progress_text.value = "decide stopped" if stopped else "decide failed"
+        self._outcome_html += "<br>" + _red(f"Decide: {error}" if stopped else f"Decide: {type(error).__name__}: {error}")
