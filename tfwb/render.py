@@ -51,11 +51,12 @@ COLUMNS: Tuple[Tuple[str, str], ...] = (
 )
 _RIGHT_ALIGNED = frozenset({"index", "median_ms", "iqr_ms", "examples_per_s", "input_wait_pct", "mfu"})
 #: The most characters a cell of each column shows: a longer text is cut to it with an ellipsis (its
-#: whole text is the HTML cell's tooltip). With every column shown at its budget, the table fits the
-#: output area of a 1400-px window (``tests/test_report.py`` measures it; a header may wrap, a row never).
+#: whole text is the HTML cell's tooltip); numbers (``_RIGHT_ALIGNED``) are never cut, their budget is
+#: what they take up to 10 s a step. With every column shown at its budget, the table fits the output
+#: area of a 1400-px window (``tests/test_report.py`` measures it; a header may wrap, a row never).
 CELL_BUDGET: Dict[str, int] = {
-    "index": 4, "label": 12, "changes": 26, "median_ms": 8, "iqr_ms": 12, "examples_per_s": 9,
-    "input_wait_pct": 4, "mfu": 13, "verdict": 26, "prev_verdict": 31, "diagnosis": 34,
+    "index": 3, "label": 10, "changes": 22, "median_ms": 7, "iqr_ms": 13, "examples_per_s": 9,
+    "input_wait_pct": 4, "mfu": 11, "verdict": 26, "prev_verdict": 30, "diagnosis": 26,
 }
 #: What ends a cut cell.
 CUT = "\u2026"
@@ -304,7 +305,7 @@ def mfu_cell(row: HistoryRow) -> str:
         return NOT_COUNTED_TEXT
     mfu = row.mfu
     if mfu is not None and mfu > 1.0:
-        return "peak read low"      # above the measured peak: RunResult.mfu_text says why
+        return "above peak"         # above the measured peak: RunResult.mfu_text (its tooltip) says why
     return MISSING_TEXT if mfu is None else percent(mfu)
 
 
@@ -316,6 +317,11 @@ def cut(text: str, budget: int) -> str:
         'prefetch, c\u2026'
     """
     return text if len(text) <= budget else text[:max(budget - 1, 0)] + CUT
+
+
+def _budget(key: str, text: str) -> int:
+    """The characters a cell of column ``key`` may show: a number all of them."""
+    return len(text) if key in _RIGHT_ALIGNED else CELL_BUDGET.get(key, len(text))
 
 
 def changes_cell(row: HistoryRow) -> str:
@@ -451,7 +457,7 @@ def table_notes(rows: Sequence[HistoryRow]) -> List[str]:
     verdicts = " ".join(c["verdict"] + " " + c["prev_verdict"] for c in cells)
     notes += [text for mark, text in PHRASE_NOTES if mark in verdicts]
     columns = _columns(rows)
-    if any(len(c[key]) > CELL_BUDGET.get(key, len(c[key])) for c in cells for key, _ in columns):
+    if any(len(c[key]) > _budget(key, c[key]) for c in cells for key, _ in columns):
         notes.append(f"{CUT} a cell cut to fit: hover it for its whole text.")
     for row, c in zip(rows, cells):
         if c["bound_note"]:
@@ -482,8 +488,7 @@ def format_table(rows: Sequence[HistoryRow]) -> str:
     if not rows:
         return EMPTY_TEXT
     columns = _columns(rows)
-    cells = [{key: cut(text, CELL_BUDGET.get(key, len(text))) for key, text in format_cells(row).items()}
-             for row in rows]
+    cells = [{key: cut(text, _budget(key, text)) for key, text in format_cells(row).items()} for row in rows]
     widths = {key: max(len(header), *(len(c[key]) for c in cells)) for key, header in columns}
 
     def line(values: Dict[str, str]) -> str:
@@ -522,7 +527,7 @@ def simple_html_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> 
 
 
 def _html_cell(key: str, text: str, title: str, style: str) -> str:
-    shown = cut(text, CELL_BUDGET.get(key, len(text)))
+    shown = cut(text, _budget(key, text))
     tip = title or (text if shown != text else "")
     attr = f' title="{html.escape(tip, quote=True)}"' if tip and tip != shown else ""
     return f'<td style="{style}"{attr}>{html.escape(shown)}</td>'
@@ -562,7 +567,7 @@ def html_table(rows: Sequence[HistoryRow]) -> str:
         kind = versus_kind(row.versus_baseline if key == "verdict" else row.versus_previous)
         return f";color:{verdict_color(kind)}" if kind is not None else ""
 
-    head = "".join(f'<th style="padding:1px 6px;border-bottom:1px solid #999;text-align:{align(key)};'
+    head = "".join(f'<th style="padding:1px 4px;border-bottom:1px solid #999;text-align:{align(key)};'
                    f'vertical-align:bottom">{html.escape(title)}</th>' for key, title in columns)
     body = []
     for row in rows:
@@ -573,7 +578,7 @@ def html_table(rows: Sequence[HistoryRow]) -> str:
             ["font-weight:bold"] if row.is_baseline else [])
         style = f' style="{";".join(styles)}"' if styles else ""
         tds = "".join(_html_cell(key, cells[key], titles.get(key, ""),
-                                 f"padding:1px 6px;text-align:{align(key)};white-space:nowrap{color(key, row)}")
+                                 f"padding:1px 4px;text-align:{align(key)};white-space:nowrap{color(key, row)}")
                       for key, _ in columns)
         body.append(f'<tr class="{" ".join(classes)}"{style}>{tds}</tr>')
     notes = table_notes(rows)
