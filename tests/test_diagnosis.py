@@ -469,3 +469,39 @@ def test_the_history_says_which_one_knob_changes_were_measured_and_how():
     d = reorder(diagnose(runs[0]), tried)
     assert d.suggestions[0][0] == "prefetch" and d.suggestions[-1][0] == "interleave"
     assert "already tried: interleave=True: run #2 against #1 measured 1.11x slower" in d.suggestions[-1][2]
+
+
+def test_the_workbench_does_not_offer_a_change_its_tune_reverted(tmp_path):
+    """Issue 34 item 5: after Tune reverted interleave (0.90x), the status said "Next: try interleave=True" and
+    the button offered "Apply interleave=True". The tune log folds each trial into one line that opens to
+    its details. Fake runner: no TensorFlow."""
+    from types import SimpleNamespace
+
+    from fakes import FakeRunner
+    from tfwb import Workbench
+    from tfwb.search.tune_events import TrialDone, TrialStarted
+    from tfwb.search.tune_result import TuneTrial
+
+    wb = Workbench(RunConfig(workload="images", steps=12, warmup_steps=2), history_path=tmp_path / "runs.jsonl",
+                   runner=FakeRunner(input_wait_s=0.04), hardware={"gpus": [], "cpu_count": 2})
+    wb.run()
+    assert wb.apply_button.description == "Apply interleave=True" and "Next: try interleave=True" in wb.status.value
+    p = wb.panel
+    trial = TuneTrial("interleave", True, "interleave=True", None, "reverted", "not called faster", speedup=0.90,
+                      comparison="1.11x slower (97 % CI 1.05-1.20x; slower in 6 of 6 rounds)")
+    p.on_tune_start(wb.config(), 2)
+    change = SimpleNamespace(change="interleave=True", bound=SimpleNamespace(text="can gain at most 1.7x"),
+                             order_note="")
+    p.on_tune_event(TrialStarted(1, change))
+    assert "trial 1: trying interleave=True\u2026</summary>" in wb.tune_log.value
+    p.on_tune_event(TrialDone(1, trial))
+    p.on_tune_end(SimpleNamespace(closing_text=lambda: "best: the start", changes=dict, interrupted=False,
+                                  trials=(trial,)), None)
+    p.render_status()
+    assert wb.apply_button.description == "Apply prefetch=True"
+    status = wb.status.value
+    assert "Next: try prefetch=True" in status and "Next: try interleave=True" not in status
+    log = wb.tune_log.value
+    assert log.count("<details class='tfwb-trial'>") == 1                       # one line for the trial
+    assert "<summary style='color:#c00'>trial 1: interleave=True: 1.11x slower, reverted</summary>" in log
+    assert "not called faster" in log and "slower in 6 of 6 rounds" in log and "can gain at most 1.7x" in log

@@ -285,6 +285,24 @@ def suggestion_text(suggestion: Tuple[str, Any, str], b: Optional[Bound] = None)
 
 
 
+def trial_summary(number: int, trial: Any) -> str:
+    """A tune trial folded into one line (its details open below it in the tune log):
+    ``"trial 2: interleave=True: 1.11x slower, reverted"``.
+
+    Args:
+        number: the trial's number (1-based).
+        trial: a ``tfwb.search.tune_result.TuneTrial`` (read by its ``change``, ``speedup``, ``decision``).
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> trial_summary(2, SimpleNamespace(change="interleave=True", speedup=0.9, decision="reverted"))
+        'trial 2: interleave=True: 1.11x slower, reverted'
+    """
+    speedup = trial.speedup
+    measured = stats.ratio_text(speedup) + ", " if speedup is not None and speedup > 0 else ""
+    return f"trial {number}: {trial.change}: {measured}{trial.decision}"
+
+
 #: The MFU cell of a run whose model has layers ``count_flops`` could not read.
 NOT_COUNTED_TEXT = "not counted"
 
