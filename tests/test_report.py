@@ -98,17 +98,17 @@ def test_format_table_exact(results):
     assert slow.startswith("highly input-bound (input wait 30%)") and fast == "not input-bound (input wait 2%)"
     table, notes = words.format_table(rows).split("\n\n")
     assert table == (
-        "#  changes vs baseline  median ms      IQR ms  examples/s  input wait  vs baseline    vs previous run   "
+        "#  changes vs baseline        median ms      IQR ms  examples/s  input wait  vs baseline    vs previous run   "
         "diagnosis\n"
-        "-  -------------------  ---------  ----------  ----------  ----------  -------------  ----------------  "
+        "-  -------------------------  ---------  ----------  ----------  ----------  -------------  ----------------  "
         "--------------------------\n"
-        "1  baseline                 100.0  98.0-102.0         640         30%  baseline                         "
+        "1  baseline                       100.0  98.0-102.0         640         30%  baseline                         "
         "try interleave=True\n"
-        "2  prefetch, cache           50.0   49.0-51.0       1,280          2%  2.00x faster   #1: 2.00x faster  "
+        "2  prefetch=True, cache=True       50.0   49.0-51.0       1,280          2%  2.00x faster   #1: 2.00x faster  "
         "not input-bound\n"
-        "3  baseline                 101.0  99.0-103.0         634         30%  no difference  #2: 2.02x slower  "
+        "3  baseline                       101.0  99.0-103.0         634         30%  no difference  #2: 2.02x slower  "
         "try interleave=True\n"
-        "4  batch_size=4096                                                                                      "
+        "4  batch_size=4096                                                                                            "
         "failed: ResourceExhausted\u2026")
     assert notes.splitlines() == [
         words.table_notes(rows)[0], "\u2026 a cell cut to fit: hover it for its whole text.",
@@ -129,8 +129,8 @@ def test_format_table_shows_labels_only_when_some_run_has_one():
 
 def test_html_table_exact_escaped_and_failed_row_red():
     rows = history_rows([failed(RunConfig(label="<b>x</b>"), error="bad & <worse>")])
-    td = '<td style="padding:1px 4px;text-align:{};white-space:nowrap">{}</td>'
-    th = '<th style="padding:1px 4px;border-bottom:1px solid #999;text-align:{};vertical-align:bottom">{}</th>'
+    td = '<td style="padding:1px 3px;text-align:{};white-space:nowrap">{}</td>'
+    th = '<th style="padding:1px 3px;border-bottom:1px solid #999;text-align:{};vertical-align:bottom">{}</th>'
     heads = [("right", "#"), ("left", "label"), ("left", "changes vs baseline"),
              ("right", "median ms"), ("right", "IQR ms"), ("right", "examples/s"), ("right", "input wait"),
              ("left", "vs baseline"), ("left", "diagnosis")]
@@ -588,8 +588,8 @@ def test_a_row_is_one_line_and_the_table_fits_a_1400_px_window():
     """Every cell within its column's character budget (cut with an ellipsis, the whole text in its tooltip),
     no cell wraps, and with every column at its budget the table fits the output area of a 1400-px JupyterLab
     window: 1400 px less two 33-px side bars and ~94 px of cell prompt and padding = 1240 px. DejaVu Sans, the
-    widest common sans-serif, takes at most ~7 px a character at 12 px (checked in Chromium: the worst-case
-    table below took 1105 px there, 964 px in Arial); each cell adds 8 px of padding; a header may wrap at
+    widest common sans-serif, takes about 7 px a character at 12 px (checked in Chromium: the worst-case
+    table below took 1118 px there, 974 px in Arial, each row 16 px tall); each cell adds 6 px of padding; a header may wrap at
     its spaces."""
     long = RunConfig(label="a long label for a run", prefetch=True, cache=True, interleave=True, parallel_map=True,
                      mixed_precision="mixed_bfloat16", steps_per_execution=8, jit_compile=True, batch_size=128)
@@ -608,7 +608,7 @@ def test_a_row_is_one_line_and_the_table_fits_a_1400_px_window():
                 assert len(words.cut(text, words.CELL_BUDGET[key])) <= words.CELL_BUDGET[key]
     assert "#12: 3.78x faster, interleaved" in table_lines[4]                   # a verdict is never cut
     assert len(table_lines) == 2 + len(rows)                                    # one line a run
-    px = sum(max(words.CELL_BUDGET[key], *(len(w) for w in title.split())) * 7 + 8 for key, title in columns)
+    px = sum(max(words.CELL_BUDGET[key], *(len(w) for w in title.split())) * 7 + 6 for key, title in columns)
     assert px <= 1240, px
     text = words.html_table(rows)
     body = text[text.index("<tbody>"):]

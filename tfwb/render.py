@@ -52,10 +52,10 @@ COLUMNS: Tuple[Tuple[str, str], ...] = (
 _RIGHT_ALIGNED = frozenset({"index", "median_ms", "iqr_ms", "examples_per_s", "input_wait_pct", "mfu"})
 #: The most characters a cell of each column shows: a longer text is cut to it with an ellipsis (its
 #: whole text is the HTML cell's tooltip); numbers (``_RIGHT_ALIGNED``) are never cut, their budget is
-#: what they take up to 10 s a step. With every column shown at its budget, the table fits the output
+#: what they take up to 1 s a step. With every column shown at its budget, the table fits the output
 #: area of a 1400-px window (``tests/test_report.py`` measures it; a header may wrap, a row never).
 CELL_BUDGET: Dict[str, int] = {
-    "index": 3, "label": 10, "changes": 22, "median_ms": 7, "iqr_ms": 13, "examples_per_s": 9,
+    "index": 3, "label": 8, "changes": 30, "median_ms": 7, "iqr_ms": 11, "examples_per_s": 9,
     "input_wait_pct": 4, "mfu": 11, "verdict": 26, "prev_verdict": 30, "diagnosis": 26,
 }
 #: What ends a cut cell.
@@ -343,10 +343,14 @@ def _budget(key: str, text: str) -> int:
 
 
 def changes_cell(row: HistoryRow) -> str:
-    """The ``changes vs baseline`` cell: the knobs as ``short_changes`` names them, or ``"baseline"``."""
-    items = [name if value is True else f"no {name}" if value is False else f"{name}={value}"
-             for name, value in row.changes.items()]
-    return ", ".join(items) or BASELINE_TEXT
+    """The ``changes vs baseline`` cell: ``changes`` (the knobs as keyword arguments, as the Apply button
+    and ``RunConfig`` write them), or, where that is longer than its budget, the knobs as ``short_changes``
+    names them (``"prefetch, cache, interleave"``), so the knob that sets a run apart stays in sight."""
+    text = changes(row)
+    if len(text) <= CELL_BUDGET["changes"]:
+        return text
+    return ", ".join(name if value is True else f"no {name}" if value is False else f"{name}={value}"
+                     for name, value in row.changes.items())
 
 
 def diagnosis_cell(row: HistoryRow) -> str:
@@ -415,7 +419,7 @@ def cell_titles(row: HistoryRow) -> Dict[str, str]:
                  bound_note(row)]
         prev = "; ".join(p for p in parts if p)
     against = verdict(row)
-    return {"changes": format_changes(row.result.config, None) if not row.changes else _changes_text(row.changes),
+    return {"changes": changes(row) if changes_cell(row) != changes(row) else "",
             "verdict": against if against not in ("", BASELINE_TEXT) else "",
             "prev_verdict": prev, "diagnosis": _diagnosis_title(row),
             "mfu": mfu_text(row) if row.mfu is not None or row.flops_uncounted else ""}
@@ -585,7 +589,7 @@ def html_table(rows: Sequence[HistoryRow]) -> str:
         kind = versus_kind(row.versus_baseline if key == "verdict" else row.versus_previous)
         return f";color:{verdict_color(kind)}" if kind is not None else ""
 
-    head = "".join(f'<th style="padding:1px 4px;border-bottom:1px solid #999;text-align:{align(key)};'
+    head = "".join(f'<th style="padding:1px 3px;border-bottom:1px solid #999;text-align:{align(key)};'
                    f'vertical-align:bottom">{html.escape(title)}</th>' for key, title in columns)
     body = []
     for row in rows:
@@ -596,7 +600,7 @@ def html_table(rows: Sequence[HistoryRow]) -> str:
             ["font-weight:bold"] if row.is_baseline else [])
         style = f' style="{";".join(styles)}"' if styles else ""
         tds = "".join(_html_cell(key, cells[key], titles.get(key, ""),
-                                 f"padding:1px 4px;text-align:{align(key)};white-space:nowrap{color(key, row)}")
+                                 f"padding:1px 3px;text-align:{align(key)};white-space:nowrap{color(key, row)}")
                       for key, _ in columns)
         body.append(f'<tr class="{" ".join(classes)}"{style}>{tds}</tr>')
     notes = table_notes(rows)
