@@ -1,11 +1,12 @@
 """The Workbench's renderer: the widgets, and what they show of a controller's runs.
 
 Owns the widget tree (header, knob rows, Run / Stop / Apply suggestion / Tune, the progress bar,
-the status line, the tune's log (a line per trial as it happens, then the closing text), the step-time / utilization chart of the latest run, its loss beside the
+the status line, the tune's log (a line per trial that opens to its details, then the closing text), the step-time / utilization chart of the latest run, its loss beside the
 previous run's when the knobs that changed alter the arithmetic (``tfwb.analysis.pairs.ARITHMETIC_KNOBS``),
 the comparison chart, the limits chart (``tfwb.ui.charts.limits``), the history table) and how
 each is drawn. A run's status line carries its MFU (in ``RunResult.summary``), its first
-suggestion with the most it can gain (``tfwb.render.suggestion_text``), and, for a run that applied
+suggestion with the most it can gain (``tfwb.render.suggestion_text``; a change already measured and not
+kept comes last: ``tfwb.analysis.diagnosis.reorder``), and, for a run that applied
 the previous run's suggestion and nothing else, that bound scored against the measured gain
 (``tfwb.render.bound_note``: red when the gain is above the bound beyond noise). It does nothing to runs:
 it is told what happens through ``tfwb.ui.controller.ControllerEvents``; the way back (the rows,
@@ -194,6 +195,7 @@ class WorkbenchPanel(ControllerEvents):
         self._tune_lines: list = []
         self._tune_trials: list = []      # this tune's decided trials (TuneTrial), for the next suggestion
         self._trial_at: Dict[int, Tuple[int, str]] = {}    # trial number -> (its line, its started text)
+        self._tried: Tuple[Any, Tuple[Any, ...]] = (None, ())     # (history state, what it measured)
         self.progress = W.IntProgress(value=0, min=0, max=1, description="steps",
                                       layout=W.Layout(width="260px"))
         self.progress.add_class("tfwb-progress")
@@ -365,9 +367,11 @@ class WorkbenchPanel(ControllerEvents):
         tune's trials."""
         if row.diagnosis is None or self._view is None:
             return row.diagnosis
-        trials = self._tune_trials or (self.controller.tuning.trials if self.controller.tuning else ())
-        measured = tried.from_history(self._view.rows[:row.index]) + tried.from_trials(trials)
-        return reorder(row.diagnosis, measured)
+        trials = tuple(self._tune_trials) or (self.controller.tuning.trials if self.controller.tuning else ())
+        key = (id(self._view.rows), row.index, trials)
+        if self._tried[0] != key:         # the status redraws on every knob change: read the history once
+            self._tried = (key, tried.from_history(self._view.rows[:row.index]) + tried.from_trials(trials))
+        return reorder(row.diagnosis, self._tried[1])
 
     def on_tune_end(self, tuning: Any, error: Optional[BaseException]) -> None:
         """The closing text (best against start, headroom, why no knob can take it), or the error in red; the
