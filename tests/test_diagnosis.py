@@ -398,3 +398,110 @@ def test_a_fit_run_gets_its_input_verdict_from_the_dataset_timed_alone():
                         extras={"input_rate": {"dataset_batches_per_s": 30.0, "step_batches_per_s": 34.0}})
     assert diagnose(starved).verdict == INPUT_HIGH and diagnose(starved).suggestions == ()
     assert diagnose(RunResult(config=RunConfig(), step_times_s=(0.03,) * 5)).verdict == NO_INPUT_DATA
+
+
+# -- issue 34: the diagnosis knows what was tried and what a knob can still do ---------------------------------
+def test_after_a_cache_only_knobs_downstream_of_it_come_first():
+    """Issue 34 item 7b: after a cache, prefetch can still cut the input wait; parallel_map only on the
+    augmentation after it; interleave acts on the reading the cache removed, so it goes last and says why."""
+    from tfwb.advice.downstream import ALL, NONE, PART, reach
+
+    cached = diagnose(result_with_wait(2.0, storage_latency_ms=25, cache=True))
+    assert [s[0] for s in cached.suggestions] == ["prefetch", "parallel_map", "interleave"]
+    assert cached.headline.endswith("try prefetch=True")
+    assert "the cache removed" in cached.suggestions[-1][2] and "augmentation" in cached.suggestions[1][2]
+    assert [b.knob for b in cached.bounds] == ["prefetch", "parallel_map", "interleave"]
+    uncached = diagnose(result_with_wait(2.0, storage_latency_ms=25))    # behind latency: interleave first
+    assert uncached.suggestions[0][0] == "interleave"
+    cfg = RunConfig(cache=True)
+    assert [reach(k, cfg).rank for k in ("prefetch", "parallel_map", "interleave", "data_source")] == \
+        [ALL, PART, NONE, NONE]
+    assert {reach(k, RunConfig()).rank for k in ("prefetch", "parallel_map", "interleave")} == {ALL}
+    assert reach("interleave", RunConfig(cache="/tmp/c")).rank == NONE     # a cache in files caches too
+
+
+def test_a_change_tune_reverted_is_not_offered_again():
+    """Issue 34 item 5: after tune reverted interleave (0.90x), "Next" offered interleave=True again."""
+    from tfwb.analysis.diagnosis import reorder
+    from tfwb.analysis.tried import from_trials
+    from types import SimpleNamespace
+
+    d = diagnose(result_with_wait(2.0, storage_latency_ms=25))
+    assert d.suggestions[0][0] == "interleave"
+    trials = [SimpleNamespace(knob="cache", value=True, decision="kept", speedup=3.2),
+              SimpleNamespace(knob="interleave", value=True, decision="reverted", speedup=0.90),
+              SimpleNamespace(knob="jit_compile", value=True, decision="skipped", speedup=None)]
+    after = reorder(d, from_trials(trials))
+    assert after.suggestions[0][0] == "prefetch" and after.headline.endswith(": try prefetch=True")
+    assert after.suggestions[-1][0] == "interleave"
+    assert after.suggestions[-1][2].endswith("already tried: interleave=True: tune trial 2 measured 1.11x slower")
+    assert [b.knob for b in after.bounds] == [s[0] for s in after.suggestions]
+    assert reorder(d, ()) is d and reorder(d, from_trials(trials[:1])) is d      # nothing settled: unchanged
+    only = diagnose(result_with_wait(2.0, cache=True, prefetch=True, parallel_map=True, storage_latency_ms=0))
+    assert [s[0] for s in only.suggestions] == ["interleave"]
+    again = reorder(only, from_trials(trials))
+    assert again.suggestions[0][2].startswith("offered again: no untried change is left")
+    assert again.headline == only.headline                                      # still the one to say
+
+
+def test_the_history_says_which_one_knob_changes_were_measured_and_how():
+    """A run one knob from the closest earlier run tried that knob against it: reverted runs included."""
+    from tfwb.analysis.diagnosis import reorder
+    from tfwb.analysis.rows import history_rows
+    from tfwb.analysis.tried import from_history
+    from tfwb import stats
+
+    def run(step_s, **cfg):
+        times = tuple(step_s * (1 + 0.01 * ((i % 5) - 2)) for i in range(20))
+        return RunResult(config=RunConfig(storage_latency_ms=25, **cfg), step_times_s=times,
+                         input_wait_s=tuple(t * 0.4 for t in times))
+
+    runs = [run(0.100), run(0.111, interleave=True), run(0.050, prefetch=True),
+            RunResult(config=RunConfig(storage_latency_ms=25, prefetch=True, batch_size=4096), status="failed",
+                      error="OOM"),
+            run(0.049, prefetch=True, cache=True, parallel_map=True)]
+    tried = from_history(history_rows(runs))
+    # #2 tried interleave against #1 (slower); #3 went back to #1's knobs and tried prefetch (#1 and #3 are
+    # one knob apart, #2 and #3 two); #4 failed with batch 4096; #5 changed two knobs: not one change.
+    assert [(t.knob, t.verdict, t.where) for t in tried] == [
+        ("interleave", stats.SLOWER, "run #2 against #1"), ("prefetch", stats.FASTER, "run #3 against #1"),
+        ("batch_size", "failed", "run #4 against #3")]
+    d = reorder(diagnose(runs[0]), tried)
+    assert d.suggestions[0][0] == "prefetch" and d.suggestions[-1][0] == "interleave"
+    assert "already tried: interleave=True: run #2 against #1 measured 1.11x slower" in d.suggestions[-1][2]
+
+
+def test_the_workbench_does_not_offer_a_change_its_tune_reverted(tmp_path):
+    """Issue 34 item 5: after Tune reverted interleave (0.90x), the status said "Next: try interleave=True" and
+    the button offered "Apply interleave=True". The tune log folds each trial into one line that opens to
+    its details. Fake runner: no TensorFlow."""
+    from types import SimpleNamespace
+
+    from fakes import FakeRunner
+    from tfwb import Workbench
+    from tfwb.search.tune_events import TrialDone, TrialStarted
+    from tfwb.search.tune_result import TuneTrial
+
+    wb = Workbench(RunConfig(workload="images", steps=12, warmup_steps=2), history_path=tmp_path / "runs.jsonl",
+                   runner=FakeRunner(input_wait_s=0.04), hardware={"gpus": [], "cpu_count": 2})
+    wb.run()
+    assert wb.apply_button.description == "Apply interleave=True" and "Next: try interleave=True" in wb.status.value
+    p = wb.panel
+    trial = TuneTrial("interleave", True, "interleave=True", None, "reverted", "not called faster", speedup=0.90,
+                      comparison="1.11x slower (97 % CI 1.05-1.20x; slower in 6 of 6 rounds)")
+    p.on_tune_start(wb.config(), 2)
+    change = SimpleNamespace(change="interleave=True", bound=SimpleNamespace(text="can gain at most 1.7x"),
+                             order_note="")
+    p.on_tune_event(TrialStarted(1, change))
+    assert "trial 1: trying interleave=True\u2026</summary>" in wb.tune_log.value
+    p.on_tune_event(TrialDone(1, trial))
+    p.on_tune_end(SimpleNamespace(closing_text=lambda: "best: the start", changes=dict, interrupted=False,
+                                  trials=(trial,)), None)
+    p.render_status()
+    assert wb.apply_button.description == "Apply prefetch=True"
+    status = wb.status.value
+    assert "Next: try prefetch=True" in status and "Next: try interleave=True" not in status
+    log = wb.tune_log.value
+    assert log.count("<details class='tfwb-trial'>") == 1                       # one line for the trial
+    assert "<summary style='color:#c00'>trial 1: interleave=True: 1.11x slower, reverted</summary>" in log
+    assert "not called faster" in log and "slower in 6 of 6 rounds" in log and "can gain at most 1.7x" in log

@@ -92,48 +92,51 @@ def test_too_few_steps_says_so():
 
 
 def test_format_table_exact(results):
+    """Issue 34: one line per run of short cells, the rule once under the table."""
     rows = history_rows(results)
     slow, fast = words.headline(rows[0]), words.headline(rows[1])     # the diagnosis's words (tfwb.analysis.diagnosis)
     assert slow.startswith("highly input-bound (input wait 30%)") and fast == "not input-bound (input wait 2%)"
-    error = "error: ResourceExhaustedError: OOM"
-    rule = "-" * max(len(slow), len(fast), len(error))
-    assert words.format_table(rows) == (
-        "#  status  changes vs baseline        median ms      IQR ms  examples/s  input wait  vs baseline        "
-        "                      vs previous run      diagnosis\n"
-        "-  ------  -------------------------  ---------  ----------  ----------  ----------  -------------------"
-        "--------------------  -------------------  " + rule + "\n"
-        "1  ok      baseline                       100.0  98.0-102.0         640         30%  baseline           "
-        "                                           " + slow + "\n"
-        "2  ok      prefetch=True, cache=True       50.0   49.0-51.0       1,280          2%  2.00x faster       "
-        "                      vs #1: 2.00x faster  " + fast + "\n"
-        "3  ok      baseline                       101.0  99.0-103.0         634         30%  1.01x slower: no si"
-        "gnificant difference  vs #2: 2.02x slower  " + slow + "\n"
-        "4  failed  batch_size=4096                                                                              "
-        "                                           " + error)
+    table, notes = words.format_table(rows).split("\n\n")
+    assert table == (
+        "#  changes vs baseline        median ms      IQR ms  examples/s  input wait  vs baseline    vs previous run   "
+        "diagnosis\n"
+        "-  -------------------------  ---------  ----------  ----------  ----------  -------------  ----------------  "
+        "--------------------------\n"
+        "1  baseline                       100.0  98.0-102.0         640         30%  baseline                         "
+        "try interleave=True\n"
+        "2  prefetch=True, cache=True       50.0   49.0-51.0       1,280          2%  2.00x faster   #1: 2.00x faster  "
+        "not input-bound\n"
+        "3  baseline                       101.0  99.0-103.0         634         30%  no difference  #2: 2.02x slower  "
+        "try interleave=True\n"
+        "4  batch_size=4096                                                                                            "
+        "failed: ResourceExhausted\u2026")
+    assert notes.splitlines() == [
+        words.table_notes(rows)[0], "\u2026 a cell cut to fit: hover it for its whole text.",
+        "#4 failed: ResourceExhaustedError: OOM"]
+    assert notes.startswith("Run-to-run noise: \u00b110 % (the default") and "otherwise: no difference" in notes
 
 
 def test_format_table_shows_labels_only_when_some_run_has_one():
     rows = history_rows([ok(RunConfig(label="first"), BASE_S, 0.0)])
-    headline = "not input-bound (input wait 0%)"
+    headline = "not input-bound"
     assert words.format_table(rows) == (
-        "#  label  status  changes vs baseline  median ms      IQR ms  examples/s  input wait  vs baseline  diagnosis\n"
-        "-  -----  ------  -------------------  ---------  ----------  ----------  ----------  -----------  "
+        "#  label  changes vs baseline  median ms      IQR ms  examples/s  input wait  vs baseline  diagnosis\n"
+        "-  -----  -------------------  ---------  ----------  ----------  ----------  -----------  "
         + "-" * len(headline) + "\n"
-        "1  first  ok      baseline                 100.0  98.0-102.0         640          0%  baseline     "
+        "1  first  baseline                 100.0  98.0-102.0         640          0%  baseline     "
         + headline)
 
 
 def test_html_table_exact_escaped_and_failed_row_red():
     rows = history_rows([failed(RunConfig(label="<b>x</b>"), error="bad & <worse>")])
-    td = '<td style="padding:1px 6px;text-align:{}">{}</td>'
-    th = '<th style="padding:1px 6px;border-bottom:1px solid #999;text-align:{}">{}</th>'
-    heads = [("right", "#"), ("left", "label"), ("left", "status"), ("left", "changes vs baseline"),
+    td = '<td style="padding:1px 3px;text-align:{};white-space:nowrap">{}</td>'
+    th = '<th style="padding:1px 3px;border-bottom:1px solid #999;text-align:{};vertical-align:bottom">{}</th>'
+    heads = [("right", "#"), ("left", "label"), ("left", "changes vs baseline"),
              ("right", "median ms"), ("right", "IQR ms"), ("right", "examples/s"), ("right", "input wait"),
              ("left", "vs baseline"), ("left", "diagnosis")]
-    nowrap = ";white-space:nowrap"   # numbers never wrap
-    cells = [("right" + nowrap, "1"), ("left", "&lt;b&gt;x&lt;/b&gt;"), ("left", "failed"), ("left", "baseline"),
-             ("right" + nowrap, ""), ("right" + nowrap, ""), ("right" + nowrap, ""), ("right" + nowrap, ""),
-             ("left", ""), ("left", "error: bad &amp; &lt;worse&gt;")]
+    cells = [("right", "1"), ("left", "&lt;b&gt;x&lt;/b&gt;"), ("left", "baseline"),
+             ("right", ""), ("right", ""), ("right", ""), ("right", ""),
+             ("left", ""), ("left", "failed: bad &amp; &lt;worse&gt;")]
     assert words.html_table(rows) == (
         '<div class="tfwb-history-scroll" style="overflow-x:auto;max-width:100%">'
         '<table class="tfwb-history" style="border-collapse:collapse;font-size:12px"><thead><tr>'
@@ -145,13 +148,14 @@ def test_html_table_marks_baseline_and_verdicts(results):
     text = words.html_table(history_rows(results))
     assert text.count("<tr class=") == 4
     assert '<tr class="tfwb-row-ok tfwb-row-baseline" style="font-weight:bold">' in text
-    assert ">2.00x faster<" in text and ">1.01x slower: no significant difference<" in text
     assert '<tr class="tfwb-row-failed" style="color:#c00">' in text
-    # Each verdict is coloured by its own comparison: #3 is no different from the
-    # baseline (grey) but 2.02x slower than #2 (orange).
+    # Each verdict is a short phrase coloured by its own comparison, its sentence in the tooltip: #3 is no
+    # different from the baseline (grey) but 2.02x slower than #2 (orange).
     assert f'color:{words.FASTER_COLOR}">2.00x faster<' in text
-    assert f'color:{words.SAME_COLOR}">1.01x slower: no significant difference<' in text
-    assert f'color:{words.SLOWER_COLOR}">vs #2: 2.02x slower<' in text
+    assert (f'color:{words.SAME_COLOR}" title="1.01x slower: no significant difference">no difference<'
+            in text)
+    assert f'color:{words.SLOWER_COLOR}" title="vs the previous run (#2): 2.02x slower; changed: prefetch=False, cache=False">' \
+           "#2: 2.02x slower<" in text
     assert '<caption style="caption-side:bottom' in text and "Run-to-run noise: \u00b1" in text
 
 
@@ -211,7 +215,7 @@ def test_a_run_is_compared_with_the_previous_run_and_the_baseline():
     assert words.prev_changes(mixed) == "mixed_precision='mixed_float16'"
     assert words.changes(mixed) == "prefetch=True, parallel_map=True, mixed_precision='mixed_float16'"
     cells = words.format_cells(mixed)
-    assert cells["prev_verdict"] == "vs #2: 2.37x slower" and cells["verdict"] == "1.18x faster"
+    assert cells["prev_verdict"] == "#2: 2.37x slower" and cells["verdict"] == "1.18x faster"
 
 
 def test_previous_run_is_of_the_same_size_and_unchanged_knobs_say_so():
@@ -250,7 +254,9 @@ def test_runs_with_different_batches_compare_time_per_example():
     assert words.prev_verdict(rows[1]) == "per example: 1.21x faster (batch 128 vs 64)"
     assert rows[1].comparison == "faster" and rows[1].per_example and rows[1].prev_per_example
     assert rows[1].speedup == pytest.approx(2 * 0.0492 / 0.0812)
-    assert "vs #1: per example: 1.21x faster (batch 128 vs 64)" in words.format_table(rows)
+    table = words.format_table(rows)
+    assert "#1: 1.21x faster per example" in table
+    assert "per example: the batches differ, so the time per example was compared." in table
     same = history_rows([b64, ok(RunConfig(batch_size=64, prefetch=True), steps(0.0812), 0.0)])
     assert words.verdict(same[1]) == "1.65x slower" and not same[1].per_example
 
@@ -287,9 +293,9 @@ def test_a_change_of_arithmetic_gets_the_final_loss_gap_beside_the_speed():
     assert rows[1].prev_arithmetic == ["optimizer"]
     assert words.row_loss_note(rows[1]) == "final loss 1.5 vs 1 for #1 (+0.5, higher) after 20 steps"
     assert words.row_loss_note(rows[2]) == "" and rows[2].prev_arithmetic == []       # prefetch: same arithmetic
-    table = words.format_table(rows)
-    assert "loss vs previous run" in table and "final loss 1.5 vs 1 for #1 (+0.5, higher)" in table
-    assert "loss vs previous run" not in words.format_table(history_rows([sgd, fetch]))
+    table = words.format_table(rows)        # the row's note stands under the table
+    assert "\n#2: final loss 1.5 vs 1 for #1 (+0.5, higher) after 20 steps" in table
+    assert "final loss" not in words.format_table(history_rows([sgd, fetch]))
     assert {"learning_rate", "clip", "optimizer", "mixed_precision", "jit_compile"} <= set(ARITHMETIC_KNOBS)
     assert not {"prefetch", "batch_size", "steps", "label"} & set(ARITHMETIC_KNOBS)
 
@@ -530,7 +536,7 @@ def test_an_interrupted_run_is_not_called_an_error_in_the_table():
     cells = words.format_cells(history_rows([stopped])[0])
     assert cells["diagnosis"] == "stopped by the user (Stop button) after 398 of 3002 steps"
     failed = words.format_cells(history_rows([failed_result(error="ResourceExhaustedError: OOM")])[0])
-    assert failed["diagnosis"] == "error: ResourceExhaustedError: OOM"
+    assert failed["diagnosis"] == "failed: ResourceExhaustedError: OOM"
 
 
 def test_a_run_too_short_for_a_sample_reads_the_runners_own_load_reading():
@@ -550,3 +556,88 @@ def test_the_monitor_line_is_the_summary_and_with_a_row_its_verdict_against_the_
     row = history_rows([base, fast])[1]
     assert words.monitor_line(fast, row) == f"{fast.summary()}; vs #1: 2.00x faster"
     assert words.monitor_line(base, history_rows([base])[0]) == base.summary()
+
+
+# -- issue 34 item 6: a table a reader can read ---------------------------------------------------------------
+def _decided(speedup, rounds=6):
+    """A hand-made interleaved comparison: the candidate ``speedup`` times faster in every round."""
+    return stats.compare_rounds([1.0] * rounds, [1.0 / speedup] * rounds)
+
+
+def test_verdict_cells_are_short_phrases_and_the_rule_stands_once_under_the_table():
+    base = with_load(ok(RunConfig(), steps(0.100), 0.0), 16.0)
+    second = with_load(ok(RunConfig(prefetch=True), steps(0.050), 0.0), 3.0)
+    third = with_load(ok(RunConfig(prefetch=True, cache=True), steps(0.021), 0.0), 3.0)
+    rows = history_rows([base, second, third])
+    assert [words.verdict_cell(r) for r in rows] == ["baseline", "cannot tell (busy 16 %)", "cannot tell (busy 16 %)"]
+    assert [words.prev_cell(r) for r in rows] == ["", "#1: cannot tell (busy 16 %)", "#2: 2.38x faster"]
+    assert HINT in words.verdict(rows[1])                              # the sentence stays in the status line
+    notes = words.table_notes(rows)
+    busy = [n for n in notes if n.startswith("cannot tell (busy N %)")]
+    assert len(busy) == 1 and HINT in busy[0]                          # once, not in every cell
+    assert not any(n.startswith(("cannot tell (drifted)", "interleaved", "per example")) for n in notes)
+    html_text = words.html_table(rows)
+    assert html_text.count(HINT) == 1 + 3          # the note, and the tooltips of the three busy cells
+    drift = stats.Comparison(1.2, stats.Spread.of([1.0] * 5), stats.Spread.of([1.2] * 5), stats.CANNOT_TELL_DRIFT)
+    assert words.comparison_phrase(drift) == "cannot tell (drifted)"
+    assert words.comparison_phrase(stats.compare([1.0] * 5, [1.01] * 5)) == "no difference"
+    assert words.comparison_phrase(stats.compare([1.0] * 3, [2.0] * 3)) == "too few steps"
+
+
+def test_a_row_is_one_line_and_the_table_fits_a_1400_px_window():
+    """Every cell within its column's character budget (cut with an ellipsis, the whole text in its tooltip),
+    no cell wraps, and with every column at its budget the table fits the output area of a 1400-px JupyterLab
+    window: 1400 px less two 33-px side bars and ~94 px of cell prompt and padding = 1240 px. DejaVu Sans, the
+    widest common sans-serif, takes about 7 px a character at 12 px (checked in Chromium: the worst-case
+    table below took 1118 px there, 974 px in Arial, each row 16 px tall); each cell adds 6 px of padding; a header may wrap at
+    its spaces."""
+    long = RunConfig(label="a long label for a run", prefetch=True, cache=True, interleave=True, parallel_map=True,
+                     mixed_precision="mixed_bfloat16", steps_per_execution=8, jit_compile=True, batch_size=128)
+    runs = [with_load(ok(RunConfig(label="images, knobs off"), steps(0.9876), 0.5), 16.0),
+            with_load(ok(long, steps(0.9), 0.3), 3.0), with_load(ok(long.replace(batch_size=64), steps(0.5), 0.1), 3.0),
+            failed(RunConfig(batch_size=4096), error="ResourceExhaustedError: OOM when allocating " + "x" * 80)]
+    rows = history_rows(runs)
+    rows[2] = dataclasses.replace(rows[2], versus_previous=dataclasses.replace(
+        rows[2].versus_previous, reference=12, decided=_decided(3.78)), mfu=0.123)
+    columns = words._columns(rows)
+    assert [key for key, _ in columns] == [key for key, _ in words.COLUMNS]      # every column shows
+    table_lines = words.format_table(rows).split("\n\n")[0].splitlines()
+    for row in rows:
+        for key, text in words.format_cells(row).items():
+            if key in dict(columns) and key not in words._RIGHT_ALIGNED:
+                assert len(words.cut(text, words.CELL_BUDGET[key])) <= words.CELL_BUDGET[key]
+    assert "#12: 3.78x faster, interleaved" in table_lines[4]                   # a verdict is never cut
+    assert len(table_lines) == 2 + len(rows)                                    # one line a run
+    px = sum(max(words.CELL_BUDGET[key], *(len(w) for w in title.split())) * 7 + 6 for key, title in columns)
+    assert px <= 1240, px
+    text = words.html_table(rows)
+    body = text[text.index("<tbody>"):]
+    assert "<br>" not in body and body.count("<td ") == body.count("white-space:nowrap")
+    assert f'title="failed: ResourceExhaustedError: OOM when allocating {"x" * 80}"' in body   # the cut text
+    assert "a cell cut to fit: hover it for its whole text" in text
+    assert max(len(line) for line in table_lines) <= sum(words.CELL_BUDGET.values()) + 2 * (len(columns) - 1)
+
+
+def test_an_interleaved_verdict_stands_instead_of_the_separate_runs_everywhere():
+    """Issue 34 item 5: when the pair was decided interleaved, the cell, the sentence, the colour and the
+    Monitor's line say so."""
+    base = with_load(ok(RunConfig(), steps(0.100), 0.0), 16.0)
+    fast = with_load(ok(RunConfig(cache=True), steps(0.0265), 0.0), 3.0)
+    row = history_rows([base, fast])[1]
+    assert words.prev_cell(row) == "#1: cannot tell (busy 16 %)"
+    decided = _decided(3.78)
+    row = dataclasses.replace(row, versus_previous=dataclasses.replace(row.versus_previous, decided=decided),
+                              versus_baseline=dataclasses.replace(row.versus_baseline, decided=decided))
+    assert words.prev_cell(row) == "#1: 3.78x faster, interleaved"
+    assert words.verdict_cell(row) == "3.78x faster, interleaved"
+    assert words.prev_verdict(row) == "3.78x faster, interleaved (97 % CI 3.78-3.78x; faster in 6 of 6 rounds)"
+    assert words.versus_kind(row.versus_previous) == stats.FASTER
+    assert words.monitor_line(fast, row).endswith("; vs #1: 3.78x faster, interleaved (97 % CI 3.78-3.78x; "
+                                                  "faster in 6 of 6 rounds)")
+    text = words.html_table([history_rows([base, fast])[0], row])
+    assert f'color:{words.FASTER_COLOR}" title="vs the baseline (#1): 3.78x faster, interleaved' in text
+    assert "interleaved: the two configurations were measured in alternating rounds" in text
+    assert "cannot tell (busy" not in text.split("<tbody>")[1].split("</tbody>")[0]
+    slower = _decided(1 / 1.11)
+    assert words.rounds_phrase(slower) == "1.11x slower, interleaved"
+    assert words.rounds_phrase(stats.compare_rounds([1.0] * 4, [0.5] * 4)) == "too few rounds, interleaved"

@@ -698,12 +698,12 @@ def test_the_workbench_says_per_example_drops_stale_labels_shows_loss_and_counts
     status, history = re.sub("<[^>]+>", "", text(wb.status)), text(wb.history)
     assert wb.results[1].config.label == ""                            # not "images, knobs off" any more
     assert "vs the previous run (#1): per example: 1.21x faster (batch 128 vs 64)" in status
-    assert "vs #1: per example: 1.21x faster (batch 128 vs 64)" in history
+    assert ">#1: 1.21x faster per example<" in history                 # the cell: a short phrase
     assert wb.loss_chart.layout.display == "none"                      # batch size: same arithmetic per step
     wb.run(batch_size=64, optimizer="sgd")
     status, history = re.sub("<[^>]+>", "", text(wb.status)), text(wb.history)
     assert "final loss 1.657 vs 1.157 for #2 (+0.5, higher) after 8 steps" in status
-    assert "loss vs previous run" in history and "final loss 1.657 vs 1.157 for #2" in history
+    assert "#3: final loss 1.657 vs 1.157 for #2" in history             # the row's note, under the table
     assert wb.loss_chart.layout.display is None and png(wb.loss_chart)[:4] == PNG
     wb.run(steps_per_execution=4, optimizer="adam")                   # warm-up 2 -> 4 steps, 8 measured
     assert text(wb.progress_text) == "12 / 12 steps: ok" and wb.progress.max == 12

@@ -2,16 +2,19 @@
 
 This module only renders; it decides nothing. ``tfwb.analysis.rows.history_rows`` makes the
 typed rows (``HistoryRow``: numbers, ``Versus`` comparisons, the diagnosis); here they become
-words: ``verdict`` / ``prev_verdict`` (the ratio with its direction, "per example" with both
-batches when the batches differ: ``stats.Comparison.text``), ``changes``, ``row_loss_note``,
-``bound_note`` and ``headline`` (the diagnosis headline); ``format_table`` (fixed-width text,
-for print and the CLI) and ``html_table`` (escaped HTML, for the Workbench and notebooks);
-``noise_note``, the caption
-that states the noise band. Beside them: ``suggestion_text`` (a suggestion with its bound),
-``short_changes`` (a run named by its knobs, for chart labels), ``simple_html_table`` (any table
-in the history table's style), ``fmt`` and ``utilization_lines`` (figures that may be missing),
-and ``monitor_line`` (the fit Monitor's closing line). The colours of verdicts and failures are
-defined here, once.
+words: ``verdict`` / ``prev_verdict`` (the sentence of a status line: the ratio with its direction,
+"per example" with both batches when the batches differ, the interleaved verdict when the pair was
+decided so: ``tfwb.verdict_words``), ``changes``, ``row_loss_note``, ``bound_note`` and ``headline``
+(the diagnosis headline). The history table, ``format_table`` (fixed-width text, for print and the
+CLI) and ``html_table`` (escaped HTML, for the Workbench and notebooks), holds one line per run of
+short cells (``format_cells``: ``"4.77x faster"``, ``"cannot tell (busy 16 %)"``; each cut to
+``CELL_BUDGET``, its whole text in the HTML tooltip, ``cell_titles``), with ``table_notes`` under it:
+the rule and its noise band and the explanation of each phrase shown, once, then the rows' notes.
+Beside them: ``noise_note`` (the comparison chart's caption), ``suggestion_text`` (a suggestion
+with its bound), ``short_changes`` (a run named by its knobs, for chart labels), ``simple_html_table``
+(any table in the history table's style), ``fmt`` and ``utilization_lines`` (figures that may be
+missing), and ``monitor_line`` (the fit Monitor's closing line). The colours of verdicts and
+failures are defined here, once.
 
 Pure: no TensorFlow, no matplotlib, no ipywidgets, no IPython; the same rows always give the
 same text, so a notebook cell showing a table of fixed results can be checked by nbval.
@@ -23,17 +26,19 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from tfwb import stats
 from tfwb.analysis.diagnosis import Bound, score_bound
-from tfwb.analysis.pairs import final_loss_gap, per_example
-from tfwb.analysis.rows import HistoryRow, Versus
+from tfwb.analysis.pairs import final_loss_gap
+from tfwb.analysis.rows import HistoryRow
 from tfwb.config import RunConfig
 from tfwb.records import RunResult, percent
+from tfwb.verdict_words import (INTERLEAVED_TEXT, PHRASE_NOTES, comparison_phrase, previous_name,  # noqa: F401
+                                rounds_phrase, verdict_text, versus_kind, versus_phrase, versus_text)
 
-#: ``(row key, header)`` for every table column, in order. ``diagnosis`` shows the
-#: bottleneck headline for finished runs and the error for failed ones.
+#: ``(row key, header)`` for every table column, in order. ``diagnosis`` shows the first suggestion
+#: (or the bottleneck) for finished runs and how the others ended (failed, interrupted). The notes of a
+#: row (its suggestion's bound scored, its final-loss gap) stand under the table, not in a column.
 COLUMNS: Tuple[Tuple[str, str], ...] = (
     ("index", "#"),
     ("label", "label"),
-    ("status", "status"),
     ("changes", "changes vs baseline"),
     ("median_ms", "median ms"),
     ("iqr_ms", "IQR ms"),
@@ -42,11 +47,19 @@ COLUMNS: Tuple[Tuple[str, str], ...] = (
     ("mfu", "MFU"),
     ("verdict", "vs baseline"),
     ("prev_verdict", "vs previous run"),
-    ("bound_note", "bound vs measured"),
-    ("loss_note", "loss vs previous run"),
     ("diagnosis", "diagnosis"),
 )
 _RIGHT_ALIGNED = frozenset({"index", "median_ms", "iqr_ms", "examples_per_s", "input_wait_pct", "mfu"})
+#: The most characters a cell of each column shows: a longer text is cut to it with an ellipsis (its
+#: whole text is the HTML cell's tooltip); numbers (``_RIGHT_ALIGNED``) are never cut, their budget is
+#: what they take up to 1 s a step. With every column shown at its budget, the table fits the output
+#: area of a 1400-px window (``tests/test_report.py`` measures it; a header may wrap, a row never).
+CELL_BUDGET: Dict[str, int] = {
+    "index": 3, "label": 8, "changes": 30, "median_ms": 7, "iqr_ms": 11, "examples_per_s": 9,
+    "input_wait_pct": 4, "mfu": 11, "verdict": 26, "prev_verdict": 30, "diagnosis": 26,
+}
+#: What ends a cut cell.
+CUT = "\u2026"
 
 BASELINE_TEXT = "baseline"
 SAME_TEXT = "no change"
@@ -122,54 +135,10 @@ def short_changes(config: RunConfig, reference: Optional[RunConfig]) -> List[str
     return items
 
 
-def _per_example_text(text: str, batches: Tuple[int, int]) -> str:
-    return f"per example: {text} (batch {batches[0]} vs {batches[1]})"
-
-
-def verdict_text(comparison: stats.Comparison, baseline: RunResult, candidate: RunResult,
-                 reference: str = "the baseline") -> str:
-    """The words for ``compare_runs(baseline, candidate)``: the ratio with its direction, and
-    "per example" with both batches when the batches differ.
-
-    Args:
-        comparison: ``compare_runs(baseline, candidate)``.
-        baseline, candidate: the two runs.
-        reference: how ``baseline`` is named (``"the previous run (#3)"``).
-
-    Example:
-        >>> a = RunResult(config=RunConfig(batch_size=64), step_times_s=(0.049,) * 9)
-        >>> b = RunResult(config=RunConfig(batch_size=128), step_times_s=(0.081,) * 9)
-        >>> from tfwb.analysis.pairs import compare_runs
-        >>> verdict_text(compare_runs(a, b), a, b)
-        'per example: 1.21x faster (batch 128 vs 64)'
-    """
-    text = comparison.text(directed=True, reference=reference)
-    if per_example(baseline, candidate):
-        text = _per_example_text(text, (candidate.config.batch_size, baseline.config.batch_size))
-    return text
-
-
-def versus_text(versus: Optional[Versus], reference: str) -> str:
-    """A ``Versus`` in words (``verdict_text``'s), ``""`` without a comparison.
-
-    Args:
-        versus: the pair (``HistoryRow.versus_baseline`` or ``versus_previous``).
-        reference: how the other run is named (``"the baseline"``, ``"the previous run (#3)"``).
-    """
-    if versus is None:
-        return ""
-    if versus.other_size:
-        return f"{versus.other_size} size: not compared"
-    if versus.comparison is None:
-        return ""
-    text = versus.comparison.text(directed=True, reference=reference)
-    return _per_example_text(text, versus.batches) if versus.per_example else text
-
-
 def verdict(row: HistoryRow) -> str:
     """The row's verdict against the baseline: ``"baseline"``, ``"1.42x faster"``,
     ``"1.03x slower: no significant difference"``, ``"per example: 1.21x faster (batch 128 vs 64)"``,
-    ``"full size: not compared"`` or ``""``."""
+    ``"2.00x faster, interleaved (97 % CI ...)"``, ``"full size: not compared"`` or ``""``."""
     if row.is_baseline:
         return BASELINE_TEXT
     return versus_text(row.versus_baseline, "the baseline")
@@ -180,8 +149,21 @@ def prev_verdict(row: HistoryRow) -> str:
     v = row.versus_previous
     if v is None:
         return ""
-    name = f"the baseline (#{v.reference})" if v.reference_is_baseline else f"the previous run (#{v.reference})"
-    return versus_text(v, name)
+    return versus_text(v, previous_name(v))
+
+
+def verdict_cell(row: HistoryRow) -> str:
+    """The ``vs baseline`` cell: ``verdict``'s short phrase (``versus_phrase``)."""
+    if row.is_baseline:
+        return BASELINE_TEXT
+    return versus_phrase(row.versus_baseline)
+
+
+def prev_cell(row: HistoryRow) -> str:
+    """The ``vs previous run`` cell: ``"#2: 2.02x slower"``; ``""`` without a comparison."""
+    v = row.versus_previous
+    phrase = versus_phrase(v)
+    return f"#{v.reference}: {phrase}" if v is not None and phrase else ""
 
 
 def changes(row: HistoryRow) -> str:
@@ -303,6 +285,24 @@ def suggestion_text(suggestion: Tuple[str, Any, str], b: Optional[Bound] = None)
 
 
 
+def trial_summary(number: int, trial: Any) -> str:
+    """A tune trial folded into one line (its details open below it in the tune log):
+    ``"trial 2: interleave=True: 1.11x slower, reverted"``.
+
+    Args:
+        number: the trial's number (1-based).
+        trial: a ``tfwb.search.tune_result.TuneTrial`` (read by its ``change``, ``speedup``, ``decision``).
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> trial_summary(2, SimpleNamespace(change="interleave=True", speedup=0.9, decision="reverted"))
+        'trial 2: interleave=True: 1.11x slower, reverted'
+    """
+    speedup = trial.speedup
+    measured = stats.ratio_text(speedup) + ", " if speedup is not None and speedup > 0 else ""
+    return f"trial {number}: {trial.change}: {measured}{trial.decision}"
+
+
 #: The MFU cell of a run whose model has layers ``count_flops`` could not read.
 NOT_COUNTED_TEXT = "not counted"
 
@@ -323,12 +323,64 @@ def mfu_cell(row: HistoryRow) -> str:
         return NOT_COUNTED_TEXT
     mfu = row.mfu
     if mfu is not None and mfu > 1.0:
-        return "peak read low"      # above the measured peak: RunResult.mfu_text says why
+        return "above peak"         # above the measured peak: RunResult.mfu_text (its tooltip) says why
     return MISSING_TEXT if mfu is None else percent(mfu)
 
 
+def cut(text: str, budget: int) -> str:
+    """``text``, cut to ``budget`` characters with an ellipsis when longer.
+
+    Example:
+        >>> cut("prefetch, cache, interleave", 12)
+        'prefetch, c\u2026'
+    """
+    return text if len(text) <= budget else text[:max(budget - 1, 0)] + CUT
+
+
+def _budget(key: str, text: str) -> int:
+    """The characters a cell of column ``key`` may show: a number all of them."""
+    return len(text) if key in _RIGHT_ALIGNED else CELL_BUDGET.get(key, len(text))
+
+
+def changes_cell(row: HistoryRow) -> str:
+    """The ``changes vs baseline`` cell: ``changes`` (the knobs as keyword arguments, as the Apply button
+    and ``RunConfig`` write them), or, where that is longer than its budget, the knobs as ``short_changes``
+    names them (``"prefetch, cache, interleave"``), so the knob that sets a run apart stays in sight."""
+    text = changes(row)
+    if len(text) <= CELL_BUDGET["changes"]:
+        return text
+    return ", ".join(name if value is True else f"no {name}" if value is False else f"{name}={value}"
+                     for name, value in row.changes.items())
+
+
+def diagnosis_cell(row: HistoryRow) -> str:
+    """The ``diagnosis`` cell: the first suggestion (``"try cache=True"``), else the bottleneck verdict, for
+    a finished run; how the others ended (``"failed: <error>"``, the user's own stop)."""
+    error = row.error
+    if error and row.status == "interrupted":
+        return str(error)            # the user's own stop and where it happened: no error
+    if error and row.status != "ok":
+        return f"{row.status}: {error}"
+    d = row.diagnosis if row.ok else None
+    if d is None:
+        return ""
+    if d.suggestions:
+        knob, value, _ = d.suggestions[0]
+        return f"try {knob}={value!r}"
+    return d.verdict
+
+
+def _diagnosis_title(row: HistoryRow) -> str:
+    d = row.diagnosis if row.ok else None
+    if d is None or not d.suggestions:
+        return headline(row) or diagnosis_cell(row)
+    first = d.suggestions[0]
+    return f"{d.headline}. Next: {suggestion_text(first, d.bound_for(first[0]))}"
+
+
 def format_cells(row: HistoryRow) -> Dict[str, str]:
-    """The text of each table cell of one row, keyed like ``COLUMNS``.
+    """The text of each table cell of one row, keyed like ``COLUMNS``, before ``CELL_BUDGET`` cuts it
+    (``status``, ``bound_note`` and ``loss_note`` too: the row's notes under the table).
 
     Example:
         >>> from tfwb.analysis.rows import history_rows
@@ -339,46 +391,49 @@ def format_cells(row: HistoryRow) -> Dict[str, str]:
         return "" if value is None else format(value, spec)
 
     q1, q3 = row.q1_ms, row.q3_ms
-    error = row.error
-    diagnosis = headline(row)
-    if error and row.status == "interrupted":
-        diagnosis = str(error)            # the user's own stop and where it happened: no error
-    elif error and row.status != "ok":
-        diagnosis = f"error: {error}"
-    prev = prev_verdict(row)
     return {
         "index": str(row.index),
         "label": row.label or "",
         "status": row.status or "",
-        "changes": changes(row),
+        "changes": changes_cell(row),
         "median_ms": num(row.median_ms, ".1f"),
         "iqr_ms": "" if q1 is None or q3 is None else f"{q1:.1f}-{q3:.1f}",
         "examples_per_s": num(row.examples_per_s, ",.0f"),
         "input_wait_pct": "" if row.input_wait_pct is None else f"{row.input_wait_pct:.0f}%",
         "mfu": mfu_cell(row),
-        "verdict": verdict(row),
-        "prev_verdict": f"vs #{row.previous}: {prev}" if prev else "",
+        "verdict": verdict_cell(row),
+        "prev_verdict": prev_cell(row),
         "bound_note": bound_note(row),
         "loss_note": row_loss_note(row),
-        "diagnosis": diagnosis,
+        "diagnosis": diagnosis_cell(row),
     }
 
 
+def cell_titles(row: HistoryRow) -> Dict[str, str]:
+    """The whole text behind each cell (its HTML tooltip) where it says more than the cell: the verdicts'
+    sentences, the knobs as keyword arguments, the diagnosis headline with its suggestion's bound."""
+    prev = prev_verdict(row)
+    if prev:
+        v = row.versus_previous
+        parts = [f"vs {previous_name(v)}: {prev}", f"changed: {prev_changes(row)}", row_loss_note(row),
+                 bound_note(row)]
+        prev = "; ".join(p for p in parts if p)
+    against = verdict(row)
+    return {"changes": changes(row) if changes_cell(row) != changes(row) else "",
+            "verdict": against if against not in ("", BASELINE_TEXT) else "",
+            "prev_verdict": prev, "diagnosis": _diagnosis_title(row),
+            "mfu": mfu_text(row) if row.mfu is not None or row.flops_uncounted else ""}
+
+
 def _columns(rows: Sequence[HistoryRow]) -> Tuple[Tuple[str, str], ...]:
-    """COLUMNS, without ``label`` when no run has one, without ``vs previous run``
-    when no run has a previous one to compare with, without ``loss vs previous run``
-    when no run changed the arithmetic against the run before it, without ``bound vs
-    measured`` when no run applied a suggestion, and without ``MFU`` when no run counted
-    its FLOPs (records from before FLOPs were counted)."""
+    """COLUMNS, without ``label`` when no run has one, without ``vs previous run`` when no run has a previous
+    one to compare with, and without ``MFU`` when no run counted its FLOPs (records from before FLOPs were
+    counted)."""
     drop = set()
     if not any(row.label for row in rows):
         drop.add("label")
-    if not any(prev_verdict(row) for row in rows):
+    if not any(prev_cell(row) for row in rows):
         drop.add("prev_verdict")
-    if not any(row_loss_note(row) for row in rows):
-        drop.add("loss_note")
-    if not any(bound_note(row) for row in rows):
-        drop.add("bound_note")
     if not any(row.mfu is not None or row.flops_uncounted or mfu_text(row) for row in rows):
         drop.add("mfu")        # a history recorded before FLOPs were counted: nothing to show
     return tuple(c for c in COLUMNS if c[0] not in drop)
@@ -401,6 +456,41 @@ def noise_note(rows: Sequence[HistoryRow]) -> str:
             "them interleaved).")
 
 
+def _rule_note(rows: Sequence[HistoryRow]) -> str:
+    used = next((row for row in rows
+                 if row.comparison not in (None, BASELINE_TEXT) or row.prev_comparison), None)
+    if used is None:
+        return ""
+    return (f"Run-to-run noise: {noise_text(used)}. Two runs differ (\"faster\", \"slower\") only when their "
+            "IQRs do not overlap and their medians differ by more than that; otherwise: no difference.")
+
+
+def table_notes(rows: Sequence[HistoryRow]) -> List[str]:
+    """What stands under the table, once: the rule and its noise band, the explanation of each phrase the
+    verdict cells use (only those shown), a cut cell's hint, then each row's notes (its suggestion's bound
+    scored, its final-loss gap, a failure's whole error when its cell is cut).
+
+    Example:
+        >>> table_notes([])
+        []
+    """
+    notes = [_rule_note(rows)]
+    cells = [format_cells(row) for row in rows]
+    verdicts = " ".join(c["verdict"] + " " + c["prev_verdict"] for c in cells)
+    notes += [text for mark, text in PHRASE_NOTES if mark in verdicts]
+    columns = _columns(rows)
+    if any(len(c[key]) > _budget(key, c[key]) for c in cells for key, _ in columns):
+        notes.append(f"{CUT} a cell cut to fit: hover it for its whole text.")
+    for row, c in zip(rows, cells):
+        if c["bound_note"]:
+            notes.append(f"#{row.index} applied #{row.previous}'s suggestion: {c['bound_note']}")
+        if c["loss_note"]:
+            notes.append(f"#{row.index}: {c['loss_note']}")
+        if not row.ok and len(c["diagnosis"]) > CELL_BUDGET["diagnosis"]:
+            notes.append(f"#{row.index} {c['diagnosis']}")
+    return [n for n in notes if n]
+
+
 def format_table(rows: Sequence[HistoryRow]) -> str:
     """Fixed-width text table of ``history_rows`` output, for print and the CLI.
 
@@ -408,10 +498,10 @@ def format_table(rows: Sequence[HistoryRow]) -> str:
         rows: ``history_rows(...)``.
 
     Returns:
-        Header, a dashed rule and one line per row; columns two spaces apart,
-        numbers right-aligned, no trailing spaces. The ``label`` column appears only
-        when some run has a label, ``vs previous run`` only when some run has one.
-        ``"No runs yet."`` for no rows.
+        Header, a dashed rule and one line per row (cells cut to ``CELL_BUDGET``); columns two spaces
+        apart, numbers right-aligned, no trailing spaces; then a blank line and ``table_notes``. The
+        ``label`` column appears only when some run has a label, ``vs previous run`` only when some run
+        has one. ``"No runs yet."`` for no rows.
 
     Example:
         >>> format_table([])
@@ -420,7 +510,7 @@ def format_table(rows: Sequence[HistoryRow]) -> str:
     if not rows:
         return EMPTY_TEXT
     columns = _columns(rows)
-    cells = [format_cells(row) for row in rows]
+    cells = [{key: cut(text, _budget(key, text)) for key, text in format_cells(row).items()} for row in rows]
     widths = {key: max(len(header), *(len(c[key]) for c in cells)) for key, header in columns}
 
     def line(values: Dict[str, str]) -> str:
@@ -432,7 +522,8 @@ def format_table(rows: Sequence[HistoryRow]) -> str:
 
     header = line({key: title for key, title in columns})
     rule = "  ".join("-" * widths[key] for key, _ in columns)
-    return "\n".join([header, rule] + [line(c) for c in cells])
+    notes = table_notes(rows)
+    return "\n".join([header, rule] + [line(c) for c in cells] + ([""] + notes if notes else []))
 
 
 _TH = '<th style="padding:1px 6px;border-bottom:1px solid #999;text-align:left">'
@@ -457,6 +548,13 @@ def simple_html_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> 
             f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
 
 
+def _html_cell(key: str, text: str, title: str, style: str) -> str:
+    shown = cut(text, _budget(key, text))
+    tip = title or (text if shown != text else "")
+    attr = f' title="{html.escape(tip, quote=True)}"' if tip and tip != shown else ""
+    return f'<td style="{style}"{attr}>{html.escape(shown)}</td>'
+
+
 def html_table(rows: Sequence[HistoryRow]) -> str:
     """Escaped HTML table of ``history_rows`` output, for the Workbench and notebooks.
 
@@ -465,12 +563,13 @@ def html_table(rows: Sequence[HistoryRow]) -> str:
 
     Returns:
         ``<table class="tfwb-history">``, in a ``<div>`` that scrolls sideways when the table is
-        wider than the output area, with one ``<tr>`` per row; each row has
+        wider than the output area, with one ``<tr>`` per row, one line each (``white-space:nowrap``,
+        cells cut to ``CELL_BUDGET``, the whole text in a cell's ``title`` tooltip); each row has
         the class ``tfwb-row-<status>`` (plus ``tfwb-row-baseline`` for the
         baseline), rows that did not finish are red (``FAILED_COLOR``), numbers are
-        right-aligned, each verdict is coloured by its own comparison (faster green,
+        right-aligned, each verdict is a short phrase coloured by its own comparison (faster green,
         slower orange, no significant difference grey) and a caption under the
-        table states the noise band (``noise_note``). For no rows,
+        table holds ``table_notes``. For no rows,
         ``<div class="tfwb-history tfwb-empty">No runs yet.</div>``.
 
     Example:
@@ -484,31 +583,29 @@ def html_table(rows: Sequence[HistoryRow]) -> str:
     def align(key: str) -> str:
         return "right" if key in _RIGHT_ALIGNED else "left"
 
-    def nowrap(key: str) -> str:   # numbers never break across lines
-        return ";white-space:nowrap" if key in _RIGHT_ALIGNED else ""
-
     def color(key: str, row: HistoryRow) -> str:
-        kind = {"verdict": row.comparison, "prev_verdict": row.prev_comparison}.get(key)
-        if key not in ("verdict", "prev_verdict") or not row.ok or kind in (None, BASELINE_TEXT):
+        if key not in ("verdict", "prev_verdict") or not row.ok or (key == "verdict" and row.is_baseline):
             return ""
-        return f";color:{verdict_color(kind)}"
+        kind = versus_kind(row.versus_baseline if key == "verdict" else row.versus_previous)
+        return f";color:{verdict_color(kind)}" if kind is not None else ""
 
-    head = "".join(f'<th style="padding:1px 6px;border-bottom:1px solid #999;text-align:{align(key)}">'
-                   f"{html.escape(title)}</th>" for key, title in columns)
+    head = "".join(f'<th style="padding:1px 3px;border-bottom:1px solid #999;text-align:{align(key)};'
+                   f'vertical-align:bottom">{html.escape(title)}</th>' for key, title in columns)
     body = []
     for row in rows:
-        cells = format_cells(row)
+        cells, titles = format_cells(row), cell_titles(row)
         status = str(row.status or "")
         classes = [f"tfwb-row-{html.escape(status)}"] + (["tfwb-row-baseline"] if row.is_baseline else [])
         styles = ([f"color:{FAILED_COLOR}"] if status != "ok" else []) + (
             ["font-weight:bold"] if row.is_baseline else [])
         style = f' style="{";".join(styles)}"' if styles else ""
-        tds = "".join(f'<td style="padding:1px 6px;text-align:{align(key)}{nowrap(key)}{color(key, row)}">'
-                      f"{html.escape(cells[key])}</td>" for key, _ in columns)
+        tds = "".join(_html_cell(key, cells[key], titles.get(key, ""),
+                                 f"padding:1px 3px;text-align:{align(key)};white-space:nowrap{color(key, row)}")
+                      for key, _ in columns)
         body.append(f'<tr class="{" ".join(classes)}"{style}>{tds}</tr>')
-    note = noise_note(rows)
+    notes = table_notes(rows)
     caption = (f'<caption style="caption-side:bottom;text-align:left;padding:2px 6px;color:#555;'
-               f'font-size:11px">{html.escape(note)}</caption>' if note else "")
+               f'font-size:11px">{"<br>".join(html.escape(n) for n in notes)}</caption>' if notes else "")
     return (f'<div class="tfwb-history-scroll" style="{SCROLL_STYLE}">'
             '<table class="tfwb-history" style="border-collapse:collapse;font-size:12px">'
             f"{caption}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>")

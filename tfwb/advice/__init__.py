@@ -9,6 +9,7 @@
 - ``tfwb.advice.bounds``: the Amdahl bound of a change on a measured run (``Bound``);
 - ``tfwb.advice.machine``: which machine, and where the step runs on it;
 - ``tfwb.advice.sources``: the published facts behind each rule;
+- ``tfwb.advice.downstream``: what an input knob can still do after a cache (``reach``);
 - ``tfwb.advice.table``: every rule on every described machine, as Markdown.
 
 Here: the names the rest of tfwb reads (``ADVICE``, ``Advice``, ``Bound``, ``amdahl``,

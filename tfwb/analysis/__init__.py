@@ -6,6 +6,8 @@
 - ``tfwb.analysis.diagnosis``: what limits a run, what to try next and how much it can gain
   (``tfwb.diagnose`` is its ``diagnose``).
 - ``tfwb.analysis.rows``: the history as frozen ``HistoryRow``s holding data (``history_rows``).
+- ``tfwb.analysis.tried``: the changes already measured (the history's one-knob changes, a tune's
+  trials), which ``diagnosis.reorder`` puts behind the untried ones.
 - ``tfwb.analysis.session``: ``Analysis``, a history's cached analysis, which pushes one
   ``RunView`` per finished run to every front end that subscribed.
 

@@ -11,6 +11,10 @@ parallel to ``Diagnosis.suggestions``): Amdahl's law on the measured breakdown o
 ``1 / (1 - part + part / r)`` for the part of the step the knob acts on, made ``r`` times
 faster (the part of each knob: ``tfwb.advice``).
 
+A change already measured and not kept (``tfwb.analysis.tried``: the history's one-knob changes,
+a tune's trials) goes behind the untried ones (``reorder``), saying where it was measured; after a
+cache the knobs upstream of it go last (``tfwb.advice.downstream``).
+
 ``score_bound`` compares a bound with the gain a run measured (``tfwb.render.bound_note`` words it
 for a history row). ``tfwb.diagnose`` is this module's ``diagnose``; the history's rows
 (``tfwb.analysis.rows``) carry each finished run's ``Diagnosis``.
@@ -18,13 +22,14 @@ for a history row). ``tfwb.diagnose`` is this module's ``diagnose``; the history
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Callable, Optional, Tuple
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from tfwb import advice, expect
 from tfwb import knobs as _knobs
 from tfwb.advice import Bound, amdahl  # noqa: F401 - re-exported
 from tfwb.advice import speedup_text as _x
+from tfwb.advice.downstream import reach
 from tfwb.bottleneck import (HIGH_INPUT_FRACTION, INPUT_HIGH, INPUT_MODERATE, MODERATE_INPUT_FRACTION,  # noqa: F401 - re-exported
                          NOT_INPUT, input_verdict)
 from tfwb.config import RunConfig
@@ -78,7 +83,9 @@ def _suggestions(cfg, hardware: Machine, *, input_bound: bool, baseline=None) ->
     Input knobs (declared role in ``INPUT_ROLES``) are suggested to an input-bound run, none with
     staged batches (``data_source="memory"``: no pipeline); other knobs to a run that is not
     input-bound, only where ``tfwb.expect`` expects them faster on ``hardware`` than ``baseline``.
-    In the entries' ``order``; only knobs the workload honours.
+    Ranked by what each can still do to this run (``tfwb.advice.downstream.reach``: after a cache,
+    the knobs upstream of it last, saying why), then in the entries' ``order``; only knobs the
+    workload honours.
     """
     if input_bound and cfg.data_source == "memory":
         return ()
@@ -98,7 +105,10 @@ def _suggestions(cfg, hardware: Machine, *, input_bound: bool, baseline=None) ->
             if e.direction != expect.FASTER:
                 continue
             why = why or e.why
-        found.append((entry.priority(cfg), knob, value, why))
+        can = reach(knob, cfg)
+        if can.why:
+            why = f"{why}; {can.why}" if why else can.why
+        found.append(((can.rank, entry.priority(cfg)), knob, value, why))
     return tuple(f[1:] for f in sorted(found, key=lambda f: f[0]))
 
 
@@ -161,6 +171,68 @@ def diagnose(result, hardware: Optional[MachineLike] = None) -> Diagnosis:
     tip = f": try {sugg[0][0]}={sugg[0][1]!r}" if sugg else ""
     return Diagnosis(verdict, frac, f"{verdict} (input wait {frac:.0%}){tip}", sugg,
                      tuple(bound(result, knob, value) for knob, value, _ in sugg))
+
+
+#: How a headline names its first suggestion.
+_TIP = ": try "
+
+
+def _tip(suggestions: Tuple[Tuple[str, object, str], ...]) -> str:
+    return f"{_TIP}{suggestions[0][0]}={suggestions[0][1]!r}" if suggestions else ""
+
+
+def reorder(diagnosis: Diagnosis, tried: Sequence[Any]) -> Diagnosis:
+    """``diagnosis`` with the changes already measured and not kept moved behind the untried ones.
+
+    Args:
+        diagnosis: a run's ``Diagnosis``.
+        tried: what was measured (``tfwb.analysis.tried.Tried``: ``from_history`` of the rows, then
+            ``from_trials`` of a tune's trials; the last record of a change counts).
+
+    Returns:
+        The same diagnosis when nothing it suggests was settled (measured slower, no different, or
+        failed); else its suggestions (and bounds) with the settled ones last, each saying where it was
+        measured (``"already tried: interleave=True: tune trial 2 measured 1.11x slower"``), and the
+        headline naming the new first one. A settled change still first (nothing untried is left) says
+        so: ``"offered again: no untried change is left"``. A change measured "cannot tell" keeps its
+        place and says it.
+
+    Example:
+        >>> from tfwb.analysis.tried import Tried
+        >>> d = Diagnosis(INPUT_HIGH, 0.3, "highly input-bound (input wait 30%): try interleave=True",
+        ...               (("interleave", True, ""), ("prefetch", True, "overlap")))
+        >>> reorder(d, [Tried("interleave", True, "slower", 0.9, "tune trial 2")]).headline
+        'highly input-bound (input wait 30%): try prefetch=True'
+    """
+    last: Dict[Tuple[str, str], Any] = {}
+    for t in tried:
+        last[(t.knob, repr(t.value))] = t
+    if not diagnosis.suggestions or not last:
+        return diagnosis
+    bounds = dict(zip(range(len(diagnosis.suggestions)), diagnosis.bounds))
+    fresh, settled = [], []
+    for i, (knob, value, why) in enumerate(diagnosis.suggestions):
+        t = last.get((knob, repr(value)))
+        if t is None or t.kept:
+            fresh.append((i, (knob, value, why)))
+        elif t.settled:
+            settled.append((i, (knob, value, f"{why}; already tried: {t.text()}" if why else
+                                f"already tried: {t.text()}")))
+        else:
+            fresh.append((i, (knob, value, f"{why}; tried, undecided: {t.text()}" if why else
+                              f"tried, undecided: {t.text()}")))
+    if not settled and all(s == diagnosis.suggestions[i] for i, s in fresh):
+        return diagnosis
+    if not fresh:
+        i, (knob, value, why) = settled[0]
+        settled[0] = (i, (knob, value, f"offered again: no untried change is left ({why})"))
+    order = fresh + settled
+    suggestions = tuple(s for _, s in order)
+    new_bounds = tuple(bounds[i] for i, _ in order if i in bounds)
+    head = diagnosis.headline
+    cut = head.rfind(_TIP)
+    headline = head[:cut] + _tip(suggestions) if cut >= 0 else head
+    return replace(diagnosis, suggestions=suggestions, bounds=new_bounds, headline=headline)
 
 
 # -- bounds ----------------------------------------------------------------------------------

@@ -46,7 +46,8 @@ class Versus:
         per_example: whether the batches differ, so time per example was compared.
         batches: ``(this run's global batch, the reference's)``.
         other_size: this run's workload size when the reference ran another one (not compared).
-        decided: the interleaved comparison of the pair's two configurations, when one was measured; every front end shows it instead of the separate-run comparison.
+        decided: the interleaved comparison of the pair's two configurations, when one was
+            measured; every front end shows it instead of the separate-run comparison.
     """
 
     reference: int

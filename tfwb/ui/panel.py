@@ -2,11 +2,13 @@
 
 Owns the widget tree (header, knob rows, Run / Stop / Apply suggestion / Tune, the progress bar,
 the status line with its Decide button (an interleaved comparison of a pair separate runs could not
-decide: ``WorkbenchController.decide``), the tune's log (a line per trial as it happens, then the closing text), the step-time / utilization chart of the latest run, its loss beside the
+decide: ``WorkbenchController.decide``), the tune's log (a line per trial that opens to its details,
+then the closing text), the step-time / utilization chart of the latest run, its loss beside the
 previous run's when the knobs that changed alter the arithmetic (``tfwb.analysis.pairs.ARITHMETIC_KNOBS``),
 the comparison chart, the limits chart (``tfwb.ui.charts.limits``), the history table) and how
 each is drawn. A run's status line carries its MFU (in ``RunResult.summary``), its first
-suggestion with the most it can gain (``tfwb.render.suggestion_text``), and, for a run that applied
+suggestion with the most it can gain (``tfwb.render.suggestion_text``; a change already measured and not
+kept comes last: ``tfwb.analysis.diagnosis.reorder``), and, for a run that applied
 the previous run's suggestion and nothing else, that bound scored against the measured gain
 (``tfwb.render.bound_note``: red when the gain is above the bound beyond noise). It does nothing to runs:
 it is told what happens through ``tfwb.ui.controller.ControllerEvents``; the way back (the rows,
@@ -31,13 +33,14 @@ import ipywidgets as W
 from tfwb import hardware as _hardware
 from tfwb import render as words
 from tfwb import stats
-from tfwb.analysis.diagnosis import expectations
+from tfwb.analysis import tried
+from tfwb.analysis.diagnosis import Diagnosis, expectations, reorder
 from tfwb.analysis.rows import HistoryRow
 from tfwb.analysis.session import RunView
 from tfwb.config import RunConfig
 from tfwb.knobs import Knob
 from tfwb.records import RunResult
-from tfwb.search.tune_events import RoundDone, TrialDone, TuneDone, TuneEvent
+from tfwb.search.tune_events import RoundDone, TrialDone, TrialStarted, TuneDone, TuneEvent
 from tfwb.search.tune_result import FAILED, KEPT, REVERTED
 from tfwb.ui.controller import ControllerEvents, WorkbenchController, total_steps
 from tfwb.ui.controls import KnobControl, knob_rows, set_tooltip
@@ -75,6 +78,13 @@ _CSS = f"""<style>
 
 def _red(text: str) -> str:
     return f"<b style='color:{_FAILED}'>{html.escape(text)}</b>"
+
+
+def _folded(summary: str, color: str, details: Sequence[str]) -> str:
+    """One line of the tune log that opens to its details (escaped text)."""
+    style = f" style='color:{color}'" if color else ""
+    body = "".join(f"<div style='margin-left:1.2em'>{html.escape(d)}</div>" for d in details)
+    return f"<details class='tfwb-trial'><summary{style}>{html.escape(summary)}</summary>{body}</details>"
 
 
 def _has_steps(result: RunResult) -> bool:
@@ -190,6 +200,9 @@ class WorkbenchPanel(ControllerEvents):
         self.tune_log = W.HTML("", layout=W.Layout(display="none"))
         self.tune_log.add_class("tfwb-tune-log")
         self._tune_lines: list = []
+        self._tune_trials: list = []      # this tune's decided trials (TuneTrial), for the next suggestion
+        self._trial_at: Dict[int, Tuple[int, str]] = {}    # trial number -> (its line, its started text)
+        self._tried: Tuple[Any, Tuple[Any, ...]] = (None, ())     # (history state, what it measured)
         self.progress = W.IntProgress(value=0, min=0, max=1, description="steps",
                                       layout=W.Layout(width="260px"))
         self.progress.add_class("tfwb-progress")
@@ -322,27 +335,59 @@ class WorkbenchPanel(ControllerEvents):
     def on_tune_start(self, cfg: RunConfig, max_runs: int) -> None:
         changes = words.format_changes(cfg, self.controller.baseline)
         self._tune_lines = [f"<b>Tune</b> from <code>{html.escape(changes)}</code>, at most {max_runs} trials"]
+        self._tune_trials, self._trial_at = [], {}
         self.tune_button.description = "Tuning\u2026"
         self._show_tune()
 
     def on_tune_event(self, event: TuneEvent) -> None:
-        """A round moves the bar (a trial makes no run until it is decided); the start and each trial, as it
-        starts and as it is decided (kept green, reverted or failed red), add a line; the end comes with
-        ``on_tune_end``."""
+        """A round moves the bar (a trial makes no run until it is decided); the start adds a line, and each
+        trial one line (``<details>``) that opens to its details: its bound as it starts, then its summary
+        (``tfwb.render.trial_summary``: kept green, reverted or failed red) with what it measured and why;
+        the end comes with ``on_tune_end``."""
         if isinstance(event, RoundDone):
             self.progress.bar_style = ""
             self._move_bar(event.done, event.total, html.escape(event.text()))
             return
         if isinstance(event, TuneDone):
             return
-        decision = event.trial.decision if isinstance(event, TrialDone) else ""
-        color = "green" if decision == KEPT else _FAILED if decision in (REVERTED, FAILED) else ""
-        text = html.escape(event.text())
-        self._tune_lines.append(f"<span style='color:{color}'>{text}</span>" if color else text)
+        if isinstance(event, TrialStarted):
+            started = event.text()
+            self._trial_at[event.number] = (len(self._tune_lines), started)
+            self._tune_lines.append(_folded(f"trial {event.number}: {started.split(':')[0]}\u2026", "",
+                                            [started]))
+        elif isinstance(event, TrialDone):
+            trial = event.trial
+            self._tune_trials.append(trial)
+            at, started = self._trial_at.get(event.number, (len(self._tune_lines), ""))
+            color = "green" if trial.decision == KEPT else _FAILED if trial.decision in (REVERTED, FAILED) else ""
+            line = _folded(words.trial_summary(event.number, trial), color,
+                           [t for t in (started, event.text(), trial.comparison) if t])
+            if at < len(self._tune_lines):
+                self._tune_lines[at] = line
+            else:
+                self._tune_lines.append(line)
+        else:
+            self._tune_lines.append(html.escape(event.text()))
         self._show_tune()
 
+    def _next_diagnosis(self, row: HistoryRow) -> Optional[Diagnosis]:
+        """``row``'s diagnosis with the changes already measured and not kept last
+        (``tfwb.analysis.diagnosis.reorder``): the history's one-knob changes up to the row, and the last
+        tune's trials."""
+        if row.diagnosis is None or self._view is None:
+            return row.diagnosis
+        trials = tuple(self._tune_trials) or (self.controller.tuning.trials if self.controller.tuning else ())
+        key = (id(self._view.rows), row.index, trials)
+        if self._tried[0] != key:         # the status redraws on every knob change: read the history once
+            self._tried = (key, tried.from_history(self._view.rows[:row.index]) + tried.from_trials(trials))
+        return reorder(row.diagnosis, self._tried[1])
+
     def on_tune_end(self, tuning: Any, error: Optional[BaseException]) -> None:
-        """The closing text (best against start, headroom, why no knob can take it), or the error in red."""
+        """The closing text (best against start, headroom, why no knob can take it), or the error in red; the
+        last run's status line is said again, its next suggestion knowing the trials."""
+        view = self._view
+        if view is not None and view.result.ok and self._tune_trials:
+            self._outcome_html = self._outcome(view.result, view.index, None)
         if error is not None:
             self._tune_lines.append(_red(f"tune ended: {type(error).__name__}: {error}"))
         else:
@@ -358,7 +403,8 @@ class WorkbenchPanel(ControllerEvents):
         self._show_tune()
 
     def _show_tune(self) -> None:
-        self.tune_log.value = "<div style='font-size:90%'>" + "<br>".join(self._tune_lines) + "</div>"
+        lines = "".join(line if line.startswith("<details") else f"<div>{line}</div>" for line in self._tune_lines)
+        self.tune_log.value = f"<div style='font-size:90%'>{lines}</div>"
         self.tune_log.layout.display = ""
 
     def show_stopping(self) -> None:
@@ -409,7 +455,7 @@ class WorkbenchPanel(ControllerEvents):
 
     def _suggestion_line(self, row: HistoryRow) -> str:
         """The run's first suggestion with its bound (``tfwb.render.suggestion_text``), HTML; ``""`` without one."""
-        diagnosis = row.diagnosis
+        diagnosis = self._next_diagnosis(row)
         if diagnosis is None or not diagnosis.suggestions:
             return ""
         first = diagnosis.suggestions[0]
@@ -491,7 +537,7 @@ class WorkbenchPanel(ControllerEvents):
         self.tune_button.disabled = running or not valid
         set_tooltip(self.run_button, _RUN_TIP if valid
                     else "a knob holds a value it does not accept (shown red): fix it first")
-        diagnosis = self._view.diagnosis if self._view is not None else None    # the last run's
+        diagnosis = self._next_diagnosis(self._view.row) if self._view is not None else None    # the last run's
         suggestion = diagnosis.suggestions[0] if diagnosis is not None and diagnosis.suggestions else None
         self.apply_button.disabled = running or not valid or suggestion is None
         self.apply_button.description = (f"Apply {suggestion[0]}={suggestion[1]!r}" if suggestion
