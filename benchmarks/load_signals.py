@@ -21,14 +21,16 @@ Each with ``tfwb.stats.compare`` and the default noise band, and each load signa
   ``stats.compare(delay=...)``: busy at or over a threshold (each of ``THRESHOLDS``), and then
   decided only for a ratio the slower side's delay cannot explain (``stats.delay_explains``).
 
-It keeps the rule that decides most known changes right with A/A false at most 5 %, and says
-how often an A/A pair's ratio exceeded the delay's bound (``stats.delay_bound``; the bound's check).
+It keeps the rule that decides most known changes right with A/A false at most 5 % and the delay's
+bound holding (an A/A pair's ratio beyond ``stats.delay_bound`` of its slower side, widened by the
+default band, in at most 5 % of the pairs), and says which constants to set
+(``tfwb.analysis.pairs.DELAY_SIGNALS``, ``tfwb.stats.DELAY_BUSY_SHARE``).
 Pairs share runs, so they are not independent: read the rates as a screen, not a p-value.
 
 Writes ``benchmarks/results/load_signals_<cpu kind>.{json,md}`` naming the machine.
 
 Usage (from the repository root; a quiet machine, about 4 x runs x 15 s):
-    PYTHONPATH=$PWD TF_CPP_MIN_LOG_LEVEL=2 python benchmarks/load_signals.py --runs 6 --steps 200
+    PYTHONPATH=$PWD TF_CPP_MIN_LOG_LEVEL=2 python benchmarks/load_signals.py --runs 6 --steps 500
 """
 from __future__ import annotations
 
@@ -76,6 +78,28 @@ def one_run(steps: int, pattern: str) -> dict:
     delay = dict(r.extras.get("delay") or {})
     return {"pattern": pattern, "step_times_s": list(r.step_times_s), "median_ms": 1e3 * r.median_step_s,
             "other_cpu_pct": pairs.other_cpu_pct(r), "delay": delay}
+
+
+def stand_in_run(steps: int, pattern: str, n: int = 384) -> dict:
+    """A run without TensorFlow (``--stand-in``): ``steps`` timed steps of a NumPy ``n`` x ``n`` matmul
+    (BLAS threads as ``OPENBLAS_NUM_THREADS`` says), read by the same probes as ``tfwb.run``'s
+    measured steps (``start_delay_probe``, ``start_load_probe``). For a machine without TensorFlow."""
+    import numpy as np
+    from tfwb.utilization import start_delay_probe, start_load_probe
+
+    a = np.random.default_rng(0).standard_normal((n, n)).astype(np.float32)
+    for _ in range(5):
+        a @ a
+    others, waited = start_load_probe(), start_delay_probe()
+    times = []
+    for _ in range(steps):
+        t = time.perf_counter()
+        for _ in range(4):
+            a @ a
+        times.append(time.perf_counter() - t)
+    delay, share = waited(), others()
+    return {"pattern": pattern, "step_times_s": times, "median_ms": 1e3 * sorted(times)[len(times) // 2],
+            "other_cpu_pct": None if share is None else round(100 * share, 1), "delay": delay}
 
 
 def signal_of(run: dict, signal: str) -> Optional[float]:
@@ -135,15 +159,18 @@ def judge(runs: List[dict], rule: str, threshold: Optional[float]) -> dict:
 
 
 def evaluate(runs: List[dict]) -> Tuple[List[dict], Optional[dict]]:
-    """Every rule's figures, and the one kept: most known changes decided right with A/A false <= 5 %."""
+    """Every rule's figures, and the one kept: most known changes decided right with A/A false <= 5 %, no
+    known change called faster, and (for a delay signal) A/A ratios beyond the delay's bound in at most 5 % of
+    the pairs: a signal whose bound fails is no bound, whatever this sample's verdicts."""
     rules = [judge(runs, "none", None), judge(runs, "share", None)]
     for signal in SIGNALS:
         if any(signal_of(r, signal) is None for r in runs):
             continue
         rules += [judge(runs, signal, t) for t in THRESHOLDS]
-    ok = [r for r in rules if r["aa_false"] is not None and r["aa_false"] <= MAX_AA_FALSE and r["known_wrong"] == 0]
+    ok = [r for r in rules if r["aa_false"] is not None and r["aa_false"] <= MAX_AA_FALSE and r["known_wrong"] == 0
+          and (r["rule"] not in SIGNALS or r["aa_over_bound"] <= MAX_AA_FALSE * r["aa_pairs"])]
     best = max(ok, key=lambda r: (r["detected"], -(r["threshold"] or 0))) if ok else None
-    return rules, best
+    return rules, (best if best and best["detected"] > 0 else None)
 
 
 def pct(x: Optional[float]) -> str:
@@ -152,6 +179,7 @@ def pct(x: Optional[float]) -> str:
 
 def markdown(out: dict) -> str:
     lines = [f"# Load signals on {out['machine']}", "", f"Command: `{out['command']}`", "",
+             f"Workload: {out['workload']}; {len(out['runs'])} runs.", "",
              f"{out['note']}", "",
              f"Load average (1 min) at the start {out['load_average_1min']['at_start']}, at the end "
              f"{out['load_average_1min']['end']} on {out['cores']} cores.", "",
@@ -171,16 +199,25 @@ def markdown(out: dict) -> str:
     best = out["kept"]
     lines += ["", "Kept: " + (f"{best['rule']} at {best['threshold']} (A/A false {pct(best['aa_false'])}, "
                               f"1.5x {pct(best['detected_1.5'])}, 3x {pct(best['detected_3.0'])})"
-                              if best else "no rule kept A/A false at or under 5 % without a wrong known verdict")]
+                              if best else "none: no rule decided a known change right with A/A false at or under 5 %, "
+                                           "no known change called faster and the delay's bound holding")]
+    if best and best["rule"] in SIGNALS:
+        lines += ["", f"To use it: `tfwb.analysis.pairs.DELAY_SIGNALS` starting with `{best['rule']!r}` "
+                      f"(now {out['delay_signals']}) and `tfwb.stats.DELAY_BUSY_SHARE = {best['threshold']}` "
+                      f"(now {out['delay_busy_share']})."]
     return "\n".join(lines) + "\n"
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=6, help="runs per load pattern")
-    parser.add_argument("--steps", type=int, default=200, help="measured steps per run")
+    parser.add_argument("--steps", type=int, default=500, help="measured steps per run")
     parser.add_argument("--patterns", default=",".join(PATTERNS))
     parser.add_argument("--note", default="", help="what the machine was doing (e.g. 'shared with 7 other jobs')")
+    parser.add_argument("--stand-in", action="store_true",
+                        help="time a NumPy matmul step instead of tfwb.run (a machine without TensorFlow)")
+    parser.add_argument("--rejudge", default=None, metavar="JSON",
+                        help="judge the runs of an earlier result file again (no new runs) with the rules as they are now")
     parser.add_argument("--out", default=None, help="path without suffix (default benchmarks/results/load_signals_<kind>)")
     args = parser.parse_args(argv)
     patterns = args.patterns.split(",")
@@ -188,25 +225,40 @@ def main(argv: Optional[List[str]] = None) -> int:
     if bad:
         parser.error(f"--patterns {','.join(bad)}: not a pattern; allowed: {', '.join(PATTERNS)}")
     from loadgen import Load
-    from tfwb import hardware
+    from tfwb import hardware, stats
+    from tfwb.analysis import pairs
 
+    if args.rejudge:
+        earlier = json.loads(Path(args.rejudge).read_text(encoding="utf-8"))
+        rules, best = evaluate(earlier["runs"])
+        earlier.update(rules=rules, kept=best, delay_signals=list(pairs.DELAY_SIGNALS),
+                       delay_busy_share=stats.DELAY_BUSY_SHARE)
+        path = args.out or args.rejudge[:-len(".json")]
+        Path(path + ".json").write_text(json.dumps(earlier, indent=1) + "\n", encoding="utf-8")
+        Path(path + ".md").write_text(markdown(earlier), encoding="utf-8")
+        print(markdown(earlier))
+        return 0
     load_start = os.getloadavg()[0]
-    one_run(10, "warm-up")                            # TensorFlow's first start, not measured
+    run = stand_in_run if args.stand_in else one_run
+    run(10, "warm-up")                                # TensorFlow's first start, not measured
     runs: List[dict] = []
     for pattern in patterns:
         with Load(pattern, duration_s=min(3600.0, 60.0 * args.runs + 120)):
             time.sleep(1.0)
             for k in range(args.runs):
-                runs.append(one_run(args.steps, pattern))
+                runs.append(run(args.steps, pattern))
                 r = runs[-1]
                 print(f"{pattern:7s} run {k + 1}: {r['median_ms']:.2f} ms, share {r['other_cpu_pct']}, "
                       f"delay {r['delay']}", flush=True)
     rules, best = evaluate(runs)
-    out = {"machine": hardware.describe(hardware.detect()), "cpu_kind": cpu_kind(), "cores": os.cpu_count(),
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    out = {"machine": hardware.describe(hardware.detect()), "cpu_kind": cpu_kind(), "cores": cores,
+           "workload": "stand-in: NumPy matmul step" if args.stand_in else "tfwb.run: mlp, small, data in memory",
            "note": args.note or "No note given on what else the machine ran.",
            "load_average_1min": {"at_start": round(load_start, 2), "end": round(os.getloadavg()[0], 2)},
            "command": "python " + " ".join([os.path.relpath(__file__, ROOT)] + (argv if argv is not None else sys.argv[1:])),
-           "runs": runs, "rules": rules, "kept": best}
+           "runs": runs, "rules": rules, "kept": best,
+           "delay_signals": list(pairs.DELAY_SIGNALS), "delay_busy_share": stats.DELAY_BUSY_SHARE}
     path = args.out or str(ROOT / "benchmarks" / "results" / f"load_signals_{out['cpu_kind']}")
     Path(path + ".json").write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     Path(path + ".md").write_text(markdown(out), encoding="utf-8")
