@@ -178,7 +178,7 @@ def test_a_known_delay_replaces_the_cpu_share_and_an_unknown_one_falls_back_to_i
 def test_the_busy_text_names_the_waiting():
     c = compare(_steps(0.1), _steps(0.15), delay=(0.05, 0.5))
     text = c.text(reference="the baseline")
-    assert "waited for a CPU 5 % of the time during the baseline, 50 % during this run" in text
+    assert "tasks waited for a CPU 5 % of the time during the baseline, 50 % during this run" in text
     assert stats.INTERLEAVE_HINT in text
 
 

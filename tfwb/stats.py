@@ -9,8 +9,10 @@ ways to ask "is this difference real?":
   runs of the same configuration land on this machine, ``NoiseBand``). Steps within one
   run share the machine's state at that moment, so their spread understates how much a
   second run of the same configuration can differ. Two separate runs never decide when
-  the machine was busy during either (other programs used ``BUSY_OTHER_CPU_PCT`` or more
-  of the CPU) or a run drifted beyond the band: the verdict is "cannot tell", and the
+  the machine was busy during either and the delay could explain the ratio (a run kept
+  waiting for a CPU ``DELAY_BUSY_SHARE`` or more of its time, ``delay_explains``; where the
+  kernel measured no waiting, other programs used ``BUSY_OTHER_CPU_PCT`` or more of the
+  CPU) or a run drifted beyond the band: the verdict is "cannot tell", and the
   interleaved comparison below is the way to decide.
 * ``learn_noise(groups)``: that band, learned from repeated identical runs
   (``DEFAULT_NOISE`` until there are enough).
@@ -311,7 +313,7 @@ class Comparison:
         text = f"{head}: {self.verdict}"
         if self.verdict == CANNOT_TELL_BUSY and self.delay is not None:
             b, c = self.delay
-            text += (f" (it waited for a CPU {100 * b:.0f} % of the time during {reference}, {100 * c:.0f} % "
+            text += (f" (tasks waited for a CPU {100 * b:.0f} % of the time during {reference}, {100 * c:.0f} % "
                      f"during this run: enough to explain the ratio); {INTERLEAVE_HINT}")
         elif self.verdict == CANNOT_TELL_BUSY and self.other_cpu_pct is not None:
             b, c = self.other_cpu_pct
