@@ -188,3 +188,15 @@ def test_compare_runs_reads_each_runs_delay():
     assert pairs.compare_runs(base, _delayed({"psi_some": 0.5}, step_s=0.15)).verdict == stats.CANNOT_TELL_BUSY
     # the share's fallback where one record is older
     assert pairs.compare_runs(base, _delayed(other=5.0, step_s=0.5)).verdict == stats.CANNOT_TELL_BUSY
+
+
+def test_a_record_keeps_its_delay_through_json_and_an_older_one_loads_without_it():
+    from tfwb.records import RunResult
+
+    reading = {"wall_s": 1.5, "psi_some": 0.2, "cgroup_some": None, "steal": 0.0, "run_wait": 0.1,
+               "cpu_per_wall": 0.8, "cores": 2.0}
+    back = RunResult.from_json(_delayed(reading).to_json())
+    assert back.extras["delay"] == reading and pairs.delay_of(back) == 0.2
+    older = _delayed(other=3.0).to_dict()
+    older["extras"].pop("delay", None)
+    assert pairs.delay_of(RunResult.from_dict(older)) is None and not pairs.busy(RunResult.from_dict(older))
