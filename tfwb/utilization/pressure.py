@@ -11,8 +11,10 @@ took this process's core; these signals count waiting instead:
   ``/proc/self/cgroup``'s ``0::`` line, under ``/sys/fs/cgroup`` or ``/sys/fs/cgroup/unified``).
 * ``steal``: the share of CPU time a hypervisor gave to other guests (``/proc/stat``'s ``steal``).
 * ``run_wait``: the time this process's threads sat runnable in the run queue
-  (``/proc/self/task/*/schedstat``, second field), as a share of the span's wall time on the
-  cores this process may use.
+  (``/proc/self/task/*/schedstat``, second field; threads that ended within the span are not
+  counted) over the span's wall time, at most 1: the sum of the threads' waits, so an upper
+  bound of the share of the span in which any of them waited (its own threads' contention
+  included, other programs' waiting not).
 * ``cpu_per_wall``: this process's CPU time over the span's wall time on those cores (``cores``).
 
 Each is ``None`` where its file is absent (macOS, old kernels, no cgroup v2). Nothing is read
@@ -210,7 +212,7 @@ def start_delay_probe(proc: str = "/proc", cgroup_root: str = "/sys/fs/cgroup",
         if start["waits"] is not None and end["waits"] is not None:
             w0, w1 = start["waits"], end["waits"]
             waited = sum(w - w0.get(tid, 0.0) for tid, w in w1.items())      # type: ignore[union-attr]
-            run_wait = _share(0.0, waited, wall * cores)
+            run_wait = _share(0.0, waited, wall)
         return {"wall_s": round(wall, 6), "psi_some": _share(start["psi"], end["psi"], wall),  # type: ignore[arg-type]
                 "cgroup_some": _share(start["cgroup"], end["cgroup"], wall),                  # type: ignore[arg-type]
                 "steal": steal, "run_wait": run_wait,
