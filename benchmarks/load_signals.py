@@ -103,13 +103,16 @@ def stand_in_run(steps: int, pattern: str, n: int = 384) -> dict:
 
 
 def signal_of(run: dict, signal: str) -> Optional[float]:
-    """A run's delay (0..1) by ``signal``, plus steal; ``cpu_idle`` is 1 - cpu_per_wall."""
+    """A run's delay (0..1) by ``signal``, as ``tfwb.analysis.pairs.delay_from`` reads it (steal added, the
+    machine-wide shares times the cores); ``cpu_idle`` is 1 - ``cpu_per_wall``, plus steal."""
+    from tfwb.analysis import pairs
+
     d = run["delay"]
-    value = (None if d.get("cpu_per_wall") is None else 1.0 - d["cpu_per_wall"]) if signal == "cpu_idle" \
-        else d.get(signal)
-    if value is None:
+    if signal != "cpu_idle":
+        return pairs.delay_from(d, (signal,))
+    if d.get("cpu_per_wall") is None:
         return None
-    return min(1.0, max(0.0, value + (d.get("steal") or 0.0)))
+    return pairs.delay_from({**d, "cpu_idle": 1.0 - d["cpu_per_wall"]}, ("cpu_idle",))
 
 
 def judge(runs: List[dict], rule: str, threshold: Optional[float]) -> dict:

@@ -124,6 +124,16 @@ def test_delay_of_prefers_the_cgroup_then_the_machine_and_adds_steal():
     assert pairs.delay_of(_delayed({"psi_some": 0.2}), signals=("run_wait",)) is None
 
 
+def test_machine_wide_shares_count_times_the_cores_and_the_run_queue_wait_as_it_is():
+    # one of our threads kept waiting all the time on one of 2 busy cores reads PSI some 50 %
+    reading = {"psi_some": 0.5, "cgroup_some": 0.1, "run_wait": 0.3, "steal": 0.02, "cores": 2.0}
+    assert pairs.delay_from(reading, ("psi_some",)) == 1.0
+    assert pairs.delay_from(reading) == pytest.approx(0.24)              # (0.1 + 0.02) x 2
+    assert pairs.delay_from(reading, ("run_wait",)) == pytest.approx(0.34)  # 0.3 + 0.02 x 2
+    assert pairs.delay_from({**reading, "cores": None}) == pytest.approx(0.12)
+    assert pairs.delay_from("not a reading") is None
+
+
 def test_busy_reads_the_delay_where_known_and_the_cpu_share_elsewhere():
     quiet_but_shared = _delayed({"psi_some": stats.DELAY_BUSY_SHARE / 2}, other=50.0)
     assert not pairs.busy(quiet_but_shared)                     # a browser on an idle core delays nothing
@@ -196,7 +206,7 @@ def test_a_record_keeps_its_delay_through_json_and_an_older_one_loads_without_it
     reading = {"wall_s": 1.5, "psi_some": 0.2, "cgroup_some": None, "steal": 0.0, "run_wait": 0.1,
                "cpu_per_wall": 0.8, "cores": 2.0}
     back = RunResult.from_json(_delayed(reading).to_json())
-    assert back.extras["delay"] == reading and pairs.delay_of(back) == 0.2
+    assert back.extras["delay"] == reading and pairs.delay_of(back) == 0.4     # 0.2 x 2 cores
     older = _delayed(other=3.0).to_dict()
     older["extras"].pop("delay", None)
     assert pairs.delay_of(RunResult.from_dict(older)) is None and not pairs.busy(RunResult.from_dict(older))

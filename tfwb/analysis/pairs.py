@@ -23,7 +23,7 @@ from tfwb import stats
 from tfwb.config import KNOBS, RunConfig
 from tfwb.records import RunResult
 
-__all__ = ["other_cpu_pct", "delay_of", "DELAY_SIGNALS", "busy", "workload_size", "per_example", "compare_runs", "ARITHMETIC_KNOBS",
+__all__ = ["other_cpu_pct", "delay_of", "delay_from", "DELAY_SIGNALS", "PER_CPU_SIGNALS", "busy", "workload_size", "per_example", "compare_runs", "ARITHMETIC_KNOBS",
            "arithmetic_changes", "final_loss_gap", "loss_gap"]
 
 
@@ -60,35 +60,62 @@ def other_cpu_pct(result: RunResult) -> Optional[float]:
 
 #: The kernel's waiting signals of ``RunResult.extras["delay"]`` (``tfwb.utilization.pressure``) a
 #: run's delay is read from, the first one recorded winning: the container's own pressure, then the
-#: machine's. Chosen by ``benchmarks/load_signals.py``.
+#: machine's. ``benchmarks/load_signals.py`` compares them (and ``run_wait``) on one machine.
 DELAY_SIGNALS: Tuple[str, ...] = ("cgroup_some", "psi_some")
+#: Signals that are a share of the machine's CPUs, averaged over them (the kernel's PSI weighs each
+#: CPU's stalled time by its busy time; steal is counted over every CPU): one task kept waiting on
+#: one of 2 busy cores reads 50 %. Multiplied by the run's cores, they bound the share of the time
+#: any of its threads waited.
+PER_CPU_SIGNALS = ("cgroup_some", "psi_some", "steal")
+
+
+def delay_from(reading: Any, signals: Sequence[str] = DELAY_SIGNALS) -> Optional[float]:
+    """A delay (0..1) from one ``start_delay_probe`` reading: see ``delay_of``.
+
+    Example:
+        >>> delay_from({"psi_some": 0.1, "steal": 0.02, "cores": 2.0})
+        0.24
+        >>> delay_from({"run_wait": 0.3, "psi_some": 0.1, "cores": 2.0}, signals=("run_wait",))
+        0.3
+    """
+    if not isinstance(reading, dict):
+        return None
+    cores = reading.get("cores")
+    scale = float(cores) if isinstance(cores, (int, float)) and cores >= 1 else 1.0
+
+    def share(name: str) -> Optional[float]:
+        value = reading.get(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        return float(value) * (scale if name in PER_CPU_SIGNALS else 1.0)
+
+    for name in signals:
+        value = share(name)
+        if value is not None:
+            return round(min(1.0, max(0.0, value + (share("steal") or 0.0))), 4)
+    return None
 
 
 def delay_of(result: RunResult, signals: Sequence[str] = DELAY_SIGNALS) -> Optional[float]:
-    """The share (0..1) of the run's measured wall time it was kept waiting for a CPU, or None.
+    """The share (0..1) of the run's measured wall time it may have been kept waiting for a CPU, or None.
 
     From the runner's reading over the measured steps (``extras["delay"]``): the first of
     ``signals`` recorded there, plus the time a hypervisor stole (``steal``, which a guest's
-    pressure does not see), at most 1. ``None`` for a record without it (older records, a fit,
-    a machine without the kernel's counters): then ``other_cpu_pct`` decides as before.
+    pressure does not see), at most 1; the ``PER_CPU_SIGNALS`` multiplied by the run's cores, so
+    that the figure bounds the share of the time any of its threads waited rather than
+    understating it (``stats.delay_bound`` needs a bound). ``None`` for a record without it
+    (older records, a fit, a machine without the kernel's counters): then ``other_cpu_pct``
+    decides as before.
 
     Example:
-        >>> r = RunResult(config=RunConfig(), extras={"delay": {"psi_some": 0.25, "cgroup_some": None, "steal": 0.05}})
+        >>> r = RunResult(config=RunConfig(), extras={"delay": {"psi_some": 0.1, "cgroup_some": None, "steal": 0.05,
+        ...                                                       "cores": 2.0}})
         >>> delay_of(r)
         0.3
         >>> delay_of(RunResult(config=RunConfig())) is None
         True
     """
-    reading: Any = (result.extras or {}).get("delay")
-    if not isinstance(reading, dict):
-        return None
-    for name in signals:
-        value = reading.get(name)
-        if isinstance(value, (int, float)):
-            steal = reading.get("steal")
-            extra = float(steal) if isinstance(steal, (int, float)) else 0.0
-            return round(min(1.0, max(0.0, float(value) + extra)), 4)
-    return None
+    return delay_from((result.extras or {}).get("delay"), signals)
 
 
 def busy(result: RunResult) -> bool:
