@@ -31,6 +31,8 @@ import math
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
 
+from tfwb.delay import delay_bound, explains  # noqa: F401 - delay_bound is read here too (stats.delay_bound)
+
 #: Verdicts ``compare`` and ``compare_rounds`` can return.
 FASTER, SLOWER, NO_DIFFERENCE, TOO_FEW = ("faster", "slower", "no significant difference",
                                            "too few steps to tell")
@@ -330,6 +332,17 @@ class Comparison:
         return text
 
 
+def delay_explains(speedup: float, delays: Tuple[float, float], noise: NoiseBand = DEFAULT_NOISE) -> bool:
+    """Whether the waiting of (baseline, candidate) could explain ``speedup``: ``tfwb.delay.explains``
+    with ``DELAY_BUSY_SHARE`` and the band ``noise`` (``delay_bound`` is ``tfwb.delay.delay_bound``).
+
+    Example:
+        >>> delay_explains(5.0, (0.3, 0.0)), delay_explains(1.2, (0.3, 0.0))
+        (False, True)
+    """
+    return explains(speedup, delays, busy_share=DELAY_BUSY_SHARE, band_pct=noise.pct)
+
+
 def compare(baseline: Sequence[float], candidate: Sequence[float], *,
             noise: Optional[NoiseBand] = None,
             other_cpu_pct: Optional[Tuple[Optional[float], Optional[float]]] = None,
@@ -406,42 +419,6 @@ def compare(baseline: Sequence[float], candidate: Sequence[float], *,
         verdict = FASTER if speedup > 1 else SLOWER
     return Comparison(speedup=speedup, baseline=b, candidate=c, verdict=verdict, noise=noise,
                       within_noise=within, other_cpu_pct=loads, drift=drift, delay=delays)
-
-
-def delay_bound(delay: float) -> float:
-    """The largest slow-down a run kept waiting ``delay`` (0..1) of its wall time can owe to the waiting.
-
-    While nothing of the run waited (``1 - delay`` of its time) it went at its quiet pace, so its
-    quiet time is at least that share of the measured one: the waiting explains at most
-    ``1 / (1 - delay)``; ``inf`` at 1.
-
-    Example:
-        >>> delay_bound(0.5), delay_bound(0.0)
-        (2.0, 1.0)
-    """
-    if not 0.0 <= delay <= 1.0:
-        raise ValueError(f"delay={delay!r} is not allowed; it must be a share in [0, 1]")
-    return math.inf if delay >= 1.0 else 1.0 / (1.0 - delay)
-
-
-def delay_explains(speedup: float, delays: Tuple[float, float], noise: NoiseBand = DEFAULT_NOISE) -> bool:
-    """Whether the waiting measured in (baseline, candidate) could explain the ratio ``speedup``.
-
-    Quiet runs (both below ``DELAY_BUSY_SHARE``) explain nothing. Otherwise the slower side's
-    ``delay_bound``, widened by the run-to-run band, is the largest ratio the waiting can
-    explain: a pair whose slower side waited at most d cannot owe a ratio beyond it to the delay.
-    A delayed faster side only hides a difference, so it makes any ratio inside that bound
-    undecidable too.
-
-    Example:
-        >>> delay_explains(5.0, (0.3, 0.0)), delay_explains(1.2, (0.3, 0.0)), delay_explains(1.2, (0.01, 0.02))
-        (False, True, False)
-    """
-    if max(delays) < DELAY_BUSY_SHARE:
-        return False
-    slower = delays[0] if speedup > 1 else delays[1]
-    factor = max(speedup, 1.0 / speedup)
-    return factor <= delay_bound(min(1.0, max(0.0, slower))) * (1.0 + noise.pct / 100.0)
 
 
 def drift_of(times: Sequence[float]) -> Optional[float]:
