@@ -119,6 +119,16 @@ def test_run_is_ok_with_one_record_per_step(timed_run):
     assert r.run_id and r.started_at
 
 
+def test_the_measured_steps_delay_is_recorded_over_their_span(timed_run):
+    from tfwb.utilization.pressure import DELAY_KEYS
+
+    r, _ = timed_run
+    delay = r.extras["delay"]
+    assert set(delay) == set(DELAY_KEYS)
+    assert delay["wall_s"] >= 0.99 * sum(r.step_times_s)      # the span holds every measured step
+    assert all(delay[k] is None or 0.0 <= delay[k] <= 1.0 for k in DELAY_KEYS if k not in ("wall_s", "cores"))
+
+
 def test_step_timing_is_consistent(timed_run):
     r, elapsed = timed_run
     times = r.warmup_times_s + r.step_times_s

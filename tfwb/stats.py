@@ -9,8 +9,10 @@ ways to ask "is this difference real?":
   runs of the same configuration land on this machine, ``NoiseBand``). Steps within one
   run share the machine's state at that moment, so their spread understates how much a
   second run of the same configuration can differ. Two separate runs never decide when
-  the machine was busy during either (other programs used ``BUSY_OTHER_CPU_PCT`` or more
-  of the CPU) or a run drifted beyond the band: the verdict is "cannot tell", and the
+  the machine was busy during either and the delay could explain the ratio (a run kept
+  waiting for a CPU ``DELAY_BUSY_SHARE`` or more of its time, ``delay_explains``; where the
+  kernel measured no waiting, other programs used ``BUSY_OTHER_CPU_PCT`` or more of the
+  CPU) or a run drifted beyond the band: the verdict is "cannot tell", and the
   interleaved comparison below is the way to decide.
 * ``learn_noise(groups)``: that band, learned from repeated identical runs
   (``DEFAULT_NOISE`` until there are enough).
@@ -29,6 +31,8 @@ import math
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
 
+from tfwb.delay import delay_bound, explains  # noqa: F401 - delay_bound is read here too (stats.delay_bound)
+
 #: Verdicts ``compare`` and ``compare_rounds`` can return.
 FASTER, SLOWER, NO_DIFFERENCE, TOO_FEW = ("faster", "slower", "no significant difference",
                                            "too few steps to tell")
@@ -46,6 +50,10 @@ NOT_COMPARABLE = CANNOT_TELL_BUSY
 #: Other programs using at least this share of all cores (percent) during a run make it busy:
 #: its comparison with a separate run says "cannot tell", and it teaches no noise band.
 BUSY_OTHER_CPU_PCT = 10.0
+#: A run kept waiting for a CPU this share (0..1) of its measured wall time or more is busy, where
+#: the kernel measured the waiting (``tfwb.analysis.pairs.delay_of``); it then replaces
+#: ``BUSY_OTHER_CPU_PCT``. Taken from ``benchmarks/load_signals.py`` (its results name the machine).
+DELAY_BUSY_SHARE = 0.10
 #: Fewest steps a run needs before its drift (last third against first third) is judged.
 MIN_STEPS_FOR_DRIFT = 9
 #: What to do instead, in every "cannot tell" text.
@@ -251,7 +259,9 @@ class Comparison:
     its first-third median, when it had enough steps.
     ``noise`` is the run-to-run band the ratio had to leave; ``within_noise`` is True
     when the IQRs were apart but the ratio stayed inside it; ``other_cpu_pct`` is the
-    share of all cores other programs used during (baseline, candidate), when known.
+    share of all cores other programs used during (baseline, candidate), when known;
+    ``delay`` the share (0..1) of each run's wall time it was kept waiting for a CPU, when the
+    kernel measured it (then it, not ``other_cpu_pct``, decides what is busy).
     """
 
     speedup: float
@@ -262,6 +272,7 @@ class Comparison:
     within_noise: bool = False
     other_cpu_pct: Optional[Tuple[float, float]] = None
     drift: Tuple[Optional[float], Optional[float]] = (None, None)
+    delay: Optional[Tuple[float, float]] = None
 
     @property
     def ratio(self) -> float:
@@ -302,7 +313,11 @@ class Comparison:
             return f"{factor:.2f}x {self.verdict}"
         head = ratio_text(self.speedup) if directed else f"{self.speedup:.2f}x"
         text = f"{head}: {self.verdict}"
-        if self.verdict == CANNOT_TELL_BUSY and self.other_cpu_pct is not None:
+        if self.verdict == CANNOT_TELL_BUSY and self.delay is not None:
+            b, c = self.delay
+            text += (f" (tasks waited for a CPU {100 * b:.0f} % of the time during {reference}, {100 * c:.0f} % "
+                     f"during this run: enough to explain the ratio); {INTERLEAVE_HINT}")
+        elif self.verdict == CANNOT_TELL_BUSY and self.other_cpu_pct is not None:
             b, c = self.other_cpu_pct
             text += (f" (other programs used {b:.0f} % of the CPU during {reference}, {c:.0f} % during this run); "
                      f"{INTERLEAVE_HINT}")
@@ -317,9 +332,21 @@ class Comparison:
         return text
 
 
+def delay_explains(speedup: float, delays: Tuple[float, float], noise: NoiseBand = DEFAULT_NOISE) -> bool:
+    """Whether the waiting of (baseline, candidate) could explain ``speedup``: ``tfwb.delay.explains``
+    with ``DELAY_BUSY_SHARE`` and the band ``noise`` (``delay_bound`` is ``tfwb.delay.delay_bound``).
+
+    Example:
+        >>> delay_explains(5.0, (0.3, 0.0)), delay_explains(1.2, (0.3, 0.0))
+        (False, True)
+    """
+    return explains(speedup, delays, busy_share=DELAY_BUSY_SHARE, band_pct=noise.pct)
+
+
 def compare(baseline: Sequence[float], candidate: Sequence[float], *,
             noise: Optional[NoiseBand] = None,
-            other_cpu_pct: Optional[Tuple[Optional[float], Optional[float]]] = None) -> Comparison:
+            other_cpu_pct: Optional[Tuple[Optional[float], Optional[float]]] = None,
+            delay: Optional[Tuple[Optional[float], Optional[float]]] = None) -> Comparison:
     """Compare two runs' per-step times.
 
     The difference is significant only when both runs have at least
@@ -337,7 +364,11 @@ def compare(baseline: Sequence[float], candidate: Sequence[float], *,
             (baseline, candidate); ``None`` (or a ``None`` inside) when unknown. When
             either is at least ``BUSY_OTHER_CPU_PCT``, the verdict is
             ``CANNOT_TELL_BUSY``, whatever the ratio: a busy moment says nothing about
-            the quiet machine.
+            the quiet machine. Used only where ``delay`` is unknown.
+        delay: the share (0..1) of each run's measured wall time it was kept waiting for a CPU
+            (``tfwb.analysis.pairs.delay_of``); ``None`` (or a ``None`` inside) when unknown.
+            When either is at least ``DELAY_BUSY_SHARE``, the verdict is ``CANNOT_TELL_BUSY``
+            unless the ratio is one the delay cannot explain (``delay_explains``).
 
     A run whose last third of steps is slower or faster than its first third by more than
     the band (``drift_of``; ``MIN_STEPS_FOR_DRIFT`` steps or more) gives ``CANNOT_TELL_DRIFT``.
@@ -352,6 +383,10 @@ def compare(baseline: Sequence[float], candidate: Sequence[float], *,
         'no significant difference'
         >>> compare([1.0] * 5, [1.6] * 5, other_cpu_pct=(2, 50)).verdict
         'cannot tell: the machine was busy'
+        >>> compare([1.0] * 5, [1.6] * 5, delay=(0.0, 0.5)).verdict   # waiting half the time explains 1.6x
+        'cannot tell: the machine was busy'
+        >>> compare([1.0] * 5, [3.0] * 5, delay=(0.0, 0.5)).verdict   # but not 3x
+        'slower'
         >>> compare([1.0] * 9, [0.5] * 6 + [1.0] * 3).verdict      # the candidate sped up 2x midway
         'cannot tell: a run drifted'
     """
@@ -363,11 +398,16 @@ def compare(baseline: Sequence[float], candidate: Sequence[float], *,
     loads = None
     if other_cpu_pct is not None and None not in other_cpu_pct:
         loads = (float(other_cpu_pct[0]), float(other_cpu_pct[1]))
+    delays = None
+    if delay is not None and None not in delay:
+        delays = (float(delay[0]), float(delay[1]))                   # type: ignore[arg-type]
     within = False
     drift = (drift_of(baseline), drift_of(candidate))
     if min(b.n, c.n) < MIN_STEPS_TO_COMPARE:
         verdict = TOO_FEW
-    elif loads is not None and max(loads) >= BUSY_OTHER_CPU_PCT:
+    elif delays is not None and delay_explains(speedup, delays, noise):
+        verdict = CANNOT_TELL_BUSY
+    elif delays is None and loads is not None and max(loads) >= BUSY_OTHER_CPU_PCT:
         verdict = CANNOT_TELL_BUSY
     elif any(d is not None and not noise.contains(d) for d in drift):
         verdict = CANNOT_TELL_DRIFT
@@ -378,7 +418,7 @@ def compare(baseline: Sequence[float], candidate: Sequence[float], *,
     else:
         verdict = FASTER if speedup > 1 else SLOWER
     return Comparison(speedup=speedup, baseline=b, candidate=c, verdict=verdict, noise=noise,
-                      within_noise=within, other_cpu_pct=loads, drift=drift)
+                      within_noise=within, other_cpu_pct=loads, drift=drift, delay=delays)
 
 
 def drift_of(times: Sequence[float]) -> Optional[float]:

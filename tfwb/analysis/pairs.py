@@ -3,9 +3,12 @@
 The history rows (``tfwb.analysis.rows.history_rows``), the Workbench, the fit Monitor, the CLI
 and the expectation checks a chapter prints (``tfwb.expect``'s ``AB.check`` of two RunResults)
 all compare two runs through ``compare_runs`` here, so one pair of runs never gets two verdicts
-on a page: the same step times (per example when the batches differ), the same CPU share other
-programs used during each run (``other_cpu_pct``, from the run's own utilization samples), and
-the same rule (``tfwb.stats.compare``: "cannot tell" when either run was ``busy`` or drifted).
+on a page: the same step times (per example when the batches differ), the same delay of each run
+(``delay_of``: the share of its measured wall time it was kept waiting for a CPU, as the kernel
+measured it), or where no kernel signal exists the CPU share other programs used during it
+(``other_cpu_pct``, from the run's own utilization samples), and the same rule
+(``tfwb.stats.compare``: "cannot tell" when either run was ``busy`` and the delay could explain
+the ratio, or a run drifted).
 Beside the speed, a pair's losses: ``arithmetic_changes`` (the knobs that change what the step
 computes), ``final_loss_gap`` and ``loss_gap``. The noise band lives in ``tfwb.analysis.noise``.
 
@@ -14,13 +17,13 @@ Pure: ``tfwb.stats``, ``tfwb.config`` and ``tfwb.records`` only (below ``tfwb.ex
 """
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 from tfwb import stats
 from tfwb.config import KNOBS, RunConfig
 from tfwb.records import RunResult
 
-__all__ = ["other_cpu_pct", "busy", "workload_size", "per_example", "compare_runs", "ARITHMETIC_KNOBS",
+__all__ = ["other_cpu_pct", "delay_of", "delay_from", "DELAY_SIGNALS", "PER_CPU_SIGNALS", "busy", "workload_size", "per_example", "compare_runs", "ARITHMETIC_KNOBS",
            "arithmetic_changes", "final_loss_gap", "loss_gap"]
 
 
@@ -55,15 +58,82 @@ def other_cpu_pct(result: RunResult) -> Optional[float]:
     return float(probed) if isinstance(probed, (int, float)) else None
 
 
-def busy(result: RunResult) -> bool:
-    """Whether other programs used ``stats.BUSY_OTHER_CPU_PCT`` or more of the CPU during the run's steps.
+#: The kernel's waiting signals of ``RunResult.extras["delay"]`` (``tfwb.utilization.pressure``) a
+#: run's delay is read from, the first one recorded winning: the container's own pressure, then the
+#: machine's. ``benchmarks/load_signals.py`` compares them (and ``run_wait``) on one machine.
+DELAY_SIGNALS: Tuple[str, ...] = ("cgroup_some", "psi_some")
+#: Signals that are a share of the machine's CPUs, averaged over them (the kernel's PSI weighs each
+#: CPU's stalled time by its busy time; steal is counted over every CPU): one task kept waiting on
+#: one of 2 busy cores reads 50 %. Multiplied by the run's cores, they bound the share of the time
+#: any of its threads waited.
+PER_CPU_SIGNALS = ("cgroup_some", "psi_some", "steal")
 
-    Unknown (no samples) counts as not busy.
+
+def delay_from(reading: Any, signals: Sequence[str] = DELAY_SIGNALS) -> Optional[float]:
+    """A delay (0..1) from one ``start_delay_probe`` reading: see ``delay_of``.
+
+    Example:
+        >>> delay_from({"psi_some": 0.1, "steal": 0.02, "cores": 2.0})
+        0.24
+        >>> delay_from({"run_wait": 0.3, "psi_some": 0.1, "cores": 2.0}, signals=("run_wait",))
+        0.3
+    """
+    if not isinstance(reading, dict):
+        return None
+    cores = reading.get("cores")
+    scale = float(cores) if isinstance(cores, (int, float)) and cores >= 1 else 1.0
+
+    def share(name: str) -> Optional[float]:
+        value = reading.get(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        return float(value) * (scale if name in PER_CPU_SIGNALS else 1.0)
+
+    for name in signals:
+        value = share(name)
+        if value is not None:
+            return round(min(1.0, max(0.0, value + (share("steal") or 0.0))), 4)
+    return None
+
+
+def delay_of(result: RunResult, signals: Sequence[str] = DELAY_SIGNALS) -> Optional[float]:
+    """The share (0..1) of the run's measured wall time it may have been kept waiting for a CPU, or None.
+
+    From the runner's reading over the measured steps (``extras["delay"]``): the first of
+    ``signals`` recorded there, plus the time a hypervisor stole (``steal``, which a guest's
+    pressure does not see), at most 1; the ``PER_CPU_SIGNALS`` multiplied by the run's cores, so
+    that the figure bounds the share of the time any of its threads waited rather than
+    understating it (``stats.delay_bound`` needs a bound). ``None`` for a record without it
+    (older records, a fit, a machine without the kernel's counters): then ``other_cpu_pct``
+    decides as before.
+
+    Example:
+        >>> r = RunResult(config=RunConfig(), extras={"delay": {"psi_some": 0.1, "cgroup_some": None, "steal": 0.05,
+        ...                                                       "cores": 2.0}})
+        >>> delay_of(r)
+        0.3
+        >>> delay_of(RunResult(config=RunConfig())) is None
+        True
+    """
+    return delay_from((result.extras or {}).get("delay"), signals)
+
+
+def busy(result: RunResult) -> bool:
+    """Whether the run was busy: kept waiting ``stats.DELAY_BUSY_SHARE`` or more of its measured time
+    (``delay_of``) or, where that is unknown, other programs used ``stats.BUSY_OTHER_CPU_PCT`` or more
+    of the CPU during its steps.
+
+    Unknown (neither known) counts as not busy.
 
     Example:
         >>> busy(RunResult(config=RunConfig()))
         False
+        >>> busy(RunResult(config=RunConfig(), extras={"delay": {"psi_some": 0.02}, "other_cpu_pct": 15.0}))
+        False
     """
+    delay = delay_of(result)
+    if delay is not None:
+        return delay >= stats.DELAY_BUSY_SHARE
     load = other_cpu_pct(result)
     return load is not None and load >= stats.BUSY_OTHER_CPU_PCT
 
@@ -99,7 +169,8 @@ def _times(result: RunResult, by_example: bool) -> List[float]:
 
 def compare_runs(baseline: RunResult, candidate: RunResult, *,
                  noise: Optional[stats.NoiseBand] = None) -> Optional[stats.Comparison]:
-    """``stats.compare`` of two finished runs, with the CPU share other programs used in each.
+    """``stats.compare`` of two finished runs, with each one's delay (``delay_of``) and the CPU share
+    other programs used in each (which decides only where a delay is unknown).
 
     Runs with the same global batch compare step times; runs whose batches differ
     (``per_example``) compare each step's time divided by its batch: time per example.
@@ -121,7 +192,8 @@ def compare_runs(baseline: RunResult, candidate: RunResult, *,
     by_example = per_example(baseline, candidate)
     try:
         return stats.compare(_times(baseline, by_example), _times(candidate, by_example), noise=noise,
-                             other_cpu_pct=(other_cpu_pct(baseline), other_cpu_pct(candidate)))
+                             other_cpu_pct=(other_cpu_pct(baseline), other_cpu_pct(candidate)),
+                             delay=(delay_of(baseline), delay_of(candidate)))
     except ValueError:
         return None
 

@@ -19,10 +19,11 @@ Example:
 from __future__ import annotations
 
 from tfwb.nvml import NvmlProbe, driver_version, gpu_info, nvml_available
+from tfwb.utilization.pressure import start_delay_probe
 from tfwb.utilization.probes import Probe, PsutilProbe, other_programs_cpu_pct, start_load_probe
 from tfwb.utilization.sampler import MIN_INTERVAL_S, THREAD_NAME, Sampler, default_probes, sampler_threads
 
 __all__ = [
-    "Probe", "PsutilProbe", "start_load_probe", "other_programs_cpu_pct", "NvmlProbe", "nvml_available", "gpu_info", "driver_version",
+    "Probe", "PsutilProbe", "start_load_probe", "start_delay_probe", "other_programs_cpu_pct", "NvmlProbe", "nvml_available", "gpu_info", "driver_version",
     "Sampler", "default_probes", "sampler_threads", "MIN_INTERVAL_S", "THREAD_NAME",
 ]

@@ -64,7 +64,7 @@ from tfwb import stats, timing
 from tfwb.timing import WINDOW_S  # noqa: F401 - part of this module's names (__all__)
 from tfwb.config import RunConfig
 from tfwb.lifecycle import Lifecycle, run_clock
-from tfwb.utilization import Sampler, default_probes, start_load_probe
+from tfwb.utilization import Sampler, default_probes, start_delay_probe, start_load_probe
 from tfwb.observers import Dispatch, Observer, RunState, StepLog
 from tfwb.records import RunResult
 from tfwb.workloads import Workload, get_workload
@@ -335,8 +335,10 @@ def run_process(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_err
                 life.warmup_end()
                 if not life.should_stop:
                     others = start_load_probe()      # other programs' CPU share over the measured steps
+                    waited = start_delay_probe()     # and how long the kernel kept runnable tasks waiting
                     timed_steps(p, life.calls, life.clock, log, state=state, dispatch=life.dispatch,
                                 first=len(log.times_s))
+                    state.extras["delay"] = waited()  # read by tfwb.analysis.pairs.delay_of
                     share = others()
                     if share is not None:            # read by tfwb.analysis.pairs where the run is too short for samples
                         state.extras["other_cpu_pct"] = round(100.0 * share, 1)
