@@ -384,6 +384,19 @@ def test_a_machine_records_its_microarchitecture_and_an_older_record_without_it_
     assert (m.cpu_count, m.cpu_microarchitecture) == (4, "neoverse_v1")
 
 
+EMERALD_RAPIDS_FLAGS = (  # /proc/cpuinfo of a 16-core VM of an H200 host (cpu family 6, model 207)
+    "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ss "
+    "ht syscall nx pdpe1gb rdtscp lm constant_tsc rep_good nopl xtopology nonstop_tsc cpuid "
+    "tsc_known_freq pni pclmulqdq ssse3 fma cx16 pcid sse4_1 sse4_2 x2apic movbe popcnt "
+    "tsc_deadline_timer aes xsave avx f16c rdrand hypervisor lahf_lm abm 3dnowprefetch cpuid_fault ssbd "
+    "ibrs ibpb stibp ibrs_enhanced fsgsbase tsc_adjust bmi1 avx2 smep bmi2 erms invpcid avx512f avx512dq "
+    "rdseed adx smap avx512ifma clflushopt clwb avx512cd sha_ni avx512bw avx512vl xsaveopt xsavec xgetbv1 "
+    "xsaves avx_vnni avx512_bf16 wbnoinvd arat avx512vbmi umip pku ospke avx512_vbmi2 gfni vaes "
+    "vpclmulqdq avx512_vnni avx512_bitalg avx512_vpopcntdq rdpid bus_lock_detect cldemote movdiri "
+    "movdir64b fsrm md_clear serialize tsxldtrk ibt amx_bf16 avx512_fp16 amx_tile amx_int8 flush_l1d "
+    "arch_capabilities")
+
+
 def test_a_fingerprint_keeps_the_flags_the_rules_read_and_not_the_others():
     amx = hardware.DESCRIBED["cpu-2core-avx512-amx"]
     kept = cpu_features.recorded_flags(amx.cpu_flags + ("fpu", "vme", "pse", "hypervisor"))
@@ -391,3 +404,8 @@ def test_a_fingerprint_keeps_the_flags_the_rules_read_and_not_the_others():
     assert {"amx_bf16", "amx_tile", "avx512_bf16", "avx512_fp16", "avx512f", "avx2", "fma", "f16c"} <= set(kept)
     arm = cpu_features.recorded_flags(hardware.DESCRIBED["arm-graviton3"].cpu_flags)
     assert {"asimd", "bf16", "fphp", "i8mm", "sve", "svebf16"} <= set(arm) and "fp" not in arm
+    _, real = hardware.parse_cpuinfo("model name\t: Intel(R) Xeon(R) Processor\nflags\t: " + EMERALD_RAPIDS_FLAGS)
+    kept = cpu_features.recorded_flags(real)
+    assert len(real) == 118 and len(kept) == 25 and "smep" in real and "smep" not in kept     # smep is not SME
+    assert {"amx_bf16", "amx_tile", "avx512_bf16", "avx512_fp16", "sse2"} <= set(kept)
+    assert cpu_features.notable_flags(kept) == ["AVX-512", "BF16", "FP16", "AMX"]

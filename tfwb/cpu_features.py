@@ -13,6 +13,9 @@ spells them, in lower case, on every operating system (archspec's convention): `
   microarchitecture (``sapphirerapids``, ``zen2``, ``neoverse_v1``, ``m2``) and lists the
   features that microarchitecture has. On Apple silicon, where the OS lists no flags in
   Linux's names, that list is what tells BF16 or FP16 apart; on Windows it is the only one.
+  Its name is the newest microarchitecture whose every feature the CPU lists, so a VM that
+  hides one reads older: an Emerald Rapids VM without ``waitpkg`` is ``icelake``. The rules
+  read the flags, never the name.
 
 Either may be missing (archspec not installed, no ``/proc/cpuinfo``, a container without
 ``sysctl``): what cannot be read is ``None`` or empty, never an error. Pure: no TensorFlow.
@@ -214,20 +217,25 @@ def read_cpu(*, system: Optional[str] = None, read_text: Optional[Callable[[str]
 # -- what a record keeps, and what a line names -------------------------------------------------
 #: A fingerprint keeps the flags that start with these: those the rules (``tfwb.advice.rules``) and the
 #: datasheet peaks (``tfwb.datasheet``) read: x86's SSE, AVX, FMA, half-precision and matrix extensions;
-#: Arm's SIMD, half precision, bfloat16, int8 matrix, SVE and SME. Not the ~70 others (``fpu``,
-#: ``vme``, ``pse``...): about 300 bytes of JSON on a Sapphire Rapids host instead of 1.2 kB.
+#: Arm's SIMD, half precision, bfloat16, int8 matrix, SVE and SME. Not the ~90 others (``fpu``,
+#: ``vme``, ``pse``, x86's ``smep``...): on an Emerald Rapids VM (AMX), 26 of its 119 flags, 306 bytes
+#: of JSON instead of 1,231.
 RECORDED_FLAG_PREFIXES: Tuple[str, ...] = ("sse", "avx", "amx", "fma", "f16c", "asimd", "fphp", "bf16", "i8mm",
                                            "sve", "sme", "neon")
+_RECORDED = re.compile(r"(?:%s)" % "|".join(RECORDED_FLAG_PREFIXES))
+#: x86 flags that share a prefix with Arm's (``smep``: supervisor-mode execution prevention, not SME).
+_NOT_RECORDED = frozenset({"smep"})
 
 
 def recorded_flags(flags: Iterable[str]) -> Tuple[str, ...]:
     """The flags a run's fingerprint keeps (``RECORDED_FLAG_PREFIXES``), sorted.
 
     Example:
-        >>> recorded_flags(["fpu", "avx512_bf16", "amx_tile", "sse4_2", "fma", "vme", "asimd", "svebf16"])
+        >>> recorded_flags(["fpu", "avx512_bf16", "amx_tile", "sse4_2", "fma", "smep", "asimd", "svebf16"])
         ('amx_tile', 'asimd', 'avx512_bf16', 'fma', 'sse4_2', 'svebf16')
     """
-    return tuple(sorted({f.lower() for f in flags if f.lower().startswith(RECORDED_FLAG_PREFIXES)}))
+    lower = {f.lower() for f in flags}
+    return tuple(sorted(f for f in lower if _RECORDED.match(f) and f not in _NOT_RECORDED))
 
 
 def notable_flags(flags: Iterable[str]) -> List[str]:

@@ -242,7 +242,7 @@ def rank_changes(result: RunResult, diagnosis: Optional[Diagnosis] = None, hardw
             skip = _skip_reason(measured, examples, knob, value, b, machine, tried_set, noise, epoch)
         hint = advice.ADVICE[knob].tune
         note = hint.note(examples, epoch) if hint.note is not None and epoch and not skip else ""
-        if where == PART and not note:
+        if where == PART and not note and not skip:
             note = _after_cache_note(knob)
         (skipped if skip else to_try).append(Change(knob, value, b, skip, note))
     # On equal bounds, a change that acts on all of the input wait before one that acts on part of it (after a
