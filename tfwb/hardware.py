@@ -31,7 +31,9 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from tfwb import nvml
-from tfwb.cpu_features import notable_flags, parse_cpuinfo, parse_sysctl, read_cpu, recorded_flags, short_cpu_model
+from tfwb.cpu_features import notable_flags, read_cpu, recorded_flags
+# Moved to tfwb.cpu_features in 0.3; still importable from here (tests, readers' code).
+from tfwb.cpu_features import parse_cpuinfo, parse_sysctl, short_cpu_model  # noqa: F401
 
 
 @dataclass(frozen=True)
