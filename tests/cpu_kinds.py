@@ -1,8 +1,10 @@
 """Run the tests that read the CPU under every CPU kind, and print a table of the results.
 
 Each kind is a described machine of ``tfwb.hardware.DESCRIBED`` whose CPU stands in for the
-host's (``TFWB_TEST_CPU=<name>``: ``tfwb.hardware.detect()`` then reports that CPU's model and
-flags, with the host's cores, memory and GPUs; tests/conftest.py refuses an unknown name).
+host's (``TFWB_TEST_CPU=<name>``: ``tfwb.hardware.detect()`` then reports that CPU's model,
+flags and archspec microarchitecture, with the host's cores, memory and GPUs, whatever archspec
+reads on the host; a run's fingerprint records them, so a tune judges that CPU too;
+tests/conftest.py refuses an unknown name).
 TensorFlow itself still runs on the real CPU: the stand-in changes only what tfwb believes,
 so a test that passes here under every kind makes no assumption about the host's CPU kind.
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from tfwb import hardware
+from tfwb import cpu_features, hardware
 from nvml_fakes import fake_nvml
 
 X86_CPUINFO = """processor\t: 0
@@ -136,8 +136,8 @@ def test_machine_of_takes_a_partial_mapping_and_refuses_other_values():
     ("tpu-vm", "96 CPU cores (Intel Xeon, AVX-512), 334 GiB RAM, no GPU, TPU, colab"),
     ("l4", "8 CPU cores (Intel Xeon, AVX-512), 32 GiB RAM, NVIDIA L4 (22 GiB), local"),
     ("tpu-v5e", "24 CPU cores (AMD EPYC 7B13, AVX2), 48 GiB RAM, no GPU, TPU, local"),
-    ("arm-graviton3", "2 CPU cores (AWS Graviton3 (Arm Neoverse V1)), 4 GiB RAM, no GPU, local"),
-    ("apple-m2", "8 CPU cores (Apple M2), 16 GiB RAM, no GPU, local"),
+    ("arm-graviton3", "2 CPU cores (AWS Graviton3 (Arm Neoverse V1), SVE, BF16, FP16), 4 GiB RAM, no GPU, local"),
+    ("apple-m2", "8 CPU cores (Apple M2, NEON, BF16, FP16), 16 GiB RAM, no GPU, local"),
 ])
 def test_describe_the_described_machines(name, line):
     assert hardware.describe(hardware.DESCRIBED[name]) == line
@@ -165,15 +165,16 @@ def test_detect_is_cached_returns_copies_and_refreshes(monkeypatch):
     hardware.detect(refresh=True)
 
 
-def test_detect_without_proc_cpuinfo_psutil_or_nvml(monkeypatch):
+def test_detect_without_proc_cpuinfo_sysctl_archspec_psutil_or_nvml(monkeypatch):
     monkeypatch.delenv("TFWB_TEST_CPU", raising=False)         # the host's reading, not a stand-in's
-    real_read = hardware._read_text
-    monkeypatch.setattr(hardware, "_read_text",
-                        lambda path: real_read("/nonexistent/cpuinfo"))
-    monkeypatch.setitem(sys.modules, "psutil", None)
-    monkeypatch.setitem(sys.modules, "pynvml", None)
+    real_read = cpu_features._read_text
+    monkeypatch.setattr(cpu_features, "_read_text", lambda path: real_read("/nonexistent/cpuinfo"))
+    monkeypatch.setattr(cpu_features, "_sysctl", lambda: "")
+    for name in ("psutil", "pynvml", "archspec", "archspec.cpu"):
+        monkeypatch.setitem(sys.modules, name, None)
     hw = hardware.detect(refresh=True)
     assert hw.cpu_flags == () and hw.memory_total_mib is None and hw.gpus == ()
+    assert hw.cpu_microarchitecture is None
     assert hw.cpu_model is None or isinstance(hw.cpu_model, str)
     monkeypatch.undo()
     hardware.detect(refresh=True)  # leave a real answer in the cache for other tests
@@ -185,6 +186,7 @@ def test_a_described_cpu_stands_in_for_the_hosts_and_a_wrong_name_says_the_allow
     amx = hardware.detect(refresh=True)
     assert amx.cpu_flags == hardware.DESCRIBED["cpu-2core-avx512-amx"].cpu_flags and "amx_tile" in amx.cpu_flags
     assert amx.cpu_model == "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz"
+    assert amx.cpu_microarchitecture == "sapphirerapids"                   # the stand-in wins over archspec
     assert (amx.cpu_count, amx.memory_total_mib, amx.gpus) == (host.cpu_count, host.memory_total_mib, host.gpus)
     monkeypatch.setenv("TFWB_TEST_CPU", "sapphire")
     with pytest.raises(ValueError, match=r"TFWB_TEST_CPU='sapphire' is not a described machine; one of "
@@ -300,3 +302,110 @@ def test_a_machine_of_mixed_gpus_names_each_model_with_its_own_count():
     assert _gpu_label((t4, a100)) == "Tesla T4 + NVIDIA A100-SXM4-40GB"            # not "2× ..."
     assert _gpu_label((t4, a100, a100)) == "Tesla T4 + 2× NVIDIA A100-SXM4-40GB"
     assert _gpu_label((a100, a100)) == "2× NVIDIA A100-SXM4-40GB (40 GiB)"
+
+
+# -- the CPU read by archspec and by the OS's own lists (tfwb.cpu_features) ----------------------
+APPLE_SYSCTL = """machdep.cpu.brand_string: Apple M2
+hw.optional.floatingpoint: 1
+hw.optional.AdvSIMD: 1
+hw.optional.arm.FEAT_FP16: 1
+hw.optional.arm.FEAT_DotProd: 1
+hw.optional.arm.FEAT_FHM: 1
+hw.optional.arm.FEAT_BF16: 1
+hw.optional.arm.FEAT_I8MM: 1
+hw.optional.arm.FEAT_SME: 0
+hw.optional.arm.FEAT_AES: 1
+"""
+
+INTEL_MAC_SYSCTL = """machdep.cpu.brand_string: Intel(R) Core(TM) i7-1068NG7 CPU @ 2.30GHz
+machdep.cpu.features: FPU VME SSE3 FMA SSE4.1 SSE4.2 POPCNT AVX1.0 F16C
+machdep.cpu.leaf7_features: AVX2 BMI2 AVX512F AVX512BW AVX512VL AVX512VNNI
+hw.optional.avx512f: 1
+hw.optional.avx512bf16: 0
+hw.optional.avx2_0: 1
+"""
+
+
+def test_sysctl_of_apple_silicon_reads_as_linux_flags_that_the_rules_know():
+    model, flags = cpu_features.parse_sysctl(APPLE_SYSCTL)
+    assert model == "Apple M2"
+    assert flags == ("asimd", "asimddp", "asimdfhm", "asimdhp", "bf16", "fp", "fphp", "i8mm")   # AES: not known
+    assert set(flags) == set(hardware.DESCRIBED["apple-m2"].cpu_flags)        # the stand-in's flags, as read
+    assert cpu_features.parse_sysctl("") == (None, ())
+
+
+def test_sysctl_of_an_intel_mac_reads_as_linux_flags():
+    model, flags = cpu_features.parse_sysctl(INTEL_MAC_SYSCTL)
+    assert model.startswith("Intel(R) Core(TM) i7-1068NG7")
+    assert {"avx", "avx2", "fma", "f16c", "sse4_2", "avx512f", "avx512bw", "avx512_vnni"} <= set(flags)
+    assert "avx512_bf16" not in flags and "avx1.0" not in flags and flags == tuple(sorted(set(flags)))
+    assert hardware.describe({"cpu_model": model, "cpu_flags": flags}).startswith("CPU (Intel Core i7-1068NG7, "
+                                                                                  "AVX-512)")
+
+
+def test_read_cpu_joins_the_oss_list_with_archspecs_name_and_features():
+    sapphire = ("sapphirerapids", ("amx_bf16", "amx_tile", "avx512_bf16", "avx512f"))
+    linux = cpu_features.read_cpu(system="Linux", read_text=lambda path: X86_CPUINFO, archspec=lambda: sapphire)
+    assert linux.microarchitecture == "sapphirerapids" and linux.sources == ("/proc/cpuinfo", "archspec")
+    assert linux.model == "Intel(R) Xeon(R) CPU @ 2.20GHz"
+    assert linux.flags == ("amx_bf16", "amx_tile", "avx2", "avx512_bf16", "avx512f", "fpu", "sse")
+    # macOS on Apple silicon: sysctl's model; archspec's m2 features where sysctl lists none
+    m2 = ("m2", ("asimd", "bf16", "fphp", "i8mm"))
+    mac = cpu_features.read_cpu(system="Darwin", read_text=lambda path: 1 / 0, archspec=lambda: m2,
+                                sysctl=lambda: "machdep.cpu.brand_string: Apple M2\n")
+    assert (mac.model, mac.microarchitecture, mac.flags) == ("Apple M2", "m2", m2[1])
+    # archspec missing or failing: the OS's list alone, no name
+    alone = cpu_features.read_cpu(system="Linux", read_text=lambda path: ARM_CPUINFO, archspec=lambda: (None, ()))
+    assert alone == cpu_features.CpuReading(None, None, ("aes", "asimd", "evtstrm", "fp"), ("/proc/cpuinfo",))
+
+
+def test_archspec_host_names_this_machine_or_says_nothing_without_archspec(monkeypatch):
+    name, features = cpu_features.archspec_host()
+    archspec = pytest.importorskip("archspec.cpu")
+    assert name == archspec.host().name and set(features) == {f.lower() for f in archspec.host().features}
+    monkeypatch.setitem(sys.modules, "archspec", None)
+    monkeypatch.setitem(sys.modules, "archspec.cpu", None)
+    assert cpu_features.archspec_host() == (None, ())
+
+
+def test_the_names_that_moved_to_cpu_features_import_from_hardware_too():
+    assert hardware.parse_cpuinfo is cpu_features.parse_cpuinfo
+    assert hardware.short_cpu_model is cpu_features.short_cpu_model
+    assert hardware.parse_sysctl is cpu_features.parse_sysctl
+
+
+def test_a_machine_records_its_microarchitecture_and_an_older_record_without_it_loads():
+    amx = hardware.DESCRIBED["cpu-2core-avx512-amx"]
+    assert amx.cpu_microarchitecture == "sapphirerapids"
+    assert hardware.Machine.of(amx.to_dict()) == amx
+    old = {k: v for k, v in amx.to_dict().items() if k != "cpu_microarchitecture"}
+    assert hardware.Machine.of(old).cpu_microarchitecture is None
+    m = hardware.with_cpu_of({"cpu_count": 4, "cpu_microarchitecture": "zen2"}, "arm-graviton3")
+    assert (m.cpu_count, m.cpu_microarchitecture) == (4, "neoverse_v1")
+
+
+EMERALD_RAPIDS_FLAGS = (  # /proc/cpuinfo of a 16-core VM of an H200 host (cpu family 6, model 207)
+    "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ss "
+    "ht syscall nx pdpe1gb rdtscp lm constant_tsc rep_good nopl xtopology nonstop_tsc cpuid "
+    "tsc_known_freq pni pclmulqdq ssse3 fma cx16 pcid sse4_1 sse4_2 x2apic movbe popcnt "
+    "tsc_deadline_timer aes xsave avx f16c rdrand hypervisor lahf_lm abm 3dnowprefetch cpuid_fault ssbd "
+    "ibrs ibpb stibp ibrs_enhanced fsgsbase tsc_adjust bmi1 avx2 smep bmi2 erms invpcid avx512f avx512dq "
+    "rdseed adx smap avx512ifma clflushopt clwb avx512cd sha_ni avx512bw avx512vl xsaveopt xsavec xgetbv1 "
+    "xsaves avx_vnni avx512_bf16 wbnoinvd arat avx512vbmi umip pku ospke avx512_vbmi2 gfni vaes "
+    "vpclmulqdq avx512_vnni avx512_bitalg avx512_vpopcntdq rdpid bus_lock_detect cldemote movdiri "
+    "movdir64b fsrm md_clear serialize tsxldtrk ibt amx_bf16 avx512_fp16 amx_tile amx_int8 flush_l1d "
+    "arch_capabilities")
+
+
+def test_a_fingerprint_keeps_the_flags_the_rules_read_and_not_the_others():
+    amx = hardware.DESCRIBED["cpu-2core-avx512-amx"]
+    kept = cpu_features.recorded_flags(amx.cpu_flags + ("fpu", "vme", "pse", "hypervisor"))
+    assert "fpu" not in kept and "vme" not in kept and "sse4_2" in kept      # tfwb.datasheet reads sse2
+    assert {"amx_bf16", "amx_tile", "avx512_bf16", "avx512_fp16", "avx512f", "avx2", "fma", "f16c"} <= set(kept)
+    arm = cpu_features.recorded_flags(hardware.DESCRIBED["arm-graviton3"].cpu_flags)
+    assert {"asimd", "bf16", "fphp", "i8mm", "sve", "svebf16"} <= set(arm) and "fp" not in arm
+    _, real = hardware.parse_cpuinfo("model name\t: Intel(R) Xeon(R) Processor\nflags\t: " + EMERALD_RAPIDS_FLAGS)
+    kept = cpu_features.recorded_flags(real)
+    assert len(real) == 118 and len(kept) == 25 and "smep" in real and "smep" not in kept     # smep is not SME
+    assert {"amx_bf16", "amx_tile", "avx512_bf16", "avx512_fp16", "sse2"} <= set(kept)
+    assert cpu_features.notable_flags(kept) == ["AVX-512", "BF16", "FP16", "AMX"]

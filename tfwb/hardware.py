@@ -1,7 +1,9 @@
 """What machine this is: CPU, RAM, GPUs, a TPU, and which notebook service runs it.
 
 Owns hardware and environment detection for run fingerprints and the UI's header line,
-and the rule that says which GPUs a step can run on. Two views of the GPUs meet here:
+and the rule that says which GPUs a step can run on. The CPU's model, microarchitecture and
+flags are read by ``tfwb.cpu_features`` (the OS's list and archspec); its names
+``parse_cpuinfo``, ``parse_sysctl`` and ``short_cpu_model`` import from here too. Two views of the GPUs meet here:
 
 - NVML's (``tfwb.nvml``): every NVIDIA GPU the driver sees, numbered by the driver and
   blind to ``CUDA_VISIBLE_DEVICES``. It is what utilization is sampled from.
@@ -29,6 +31,9 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from tfwb import nvml
+from tfwb.cpu_features import notable_flags, read_cpu, recorded_flags
+# Moved to tfwb.cpu_features in 0.3; still importable from here (tests, readers' code).
+from tfwb.cpu_features import parse_cpuinfo, parse_sysctl, short_cpu_model  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -101,7 +106,10 @@ class Machine:
     Attributes:
         cpu_count: cores this process may use (``None`` when unknown).
         cpu_model: the CPU's model name, or ``None``.
-        cpu_flags: feature flags from ``/proc/cpuinfo`` (lower case, sorted).
+        cpu_flags: feature flags in Linux's ``/proc/cpuinfo`` names on every OS (lower case,
+            sorted; ``tfwb.cpu_features.read_cpu``: the OS's list joined with archspec's).
+        cpu_microarchitecture: archspec's name for the CPU (``"sapphirerapids"``, ``"zen2"``,
+            ``"neoverse_v1"``, ``"m2"``), or ``None`` (archspec missing, an old record).
         memory_total_mib: RAM, or ``None``.
         gpus: the GPUs a step can run on: TensorFlow's when it was asked
             (``gpus_from == "tensorflow"``), else NVML's (``"nvml"``) or the ones given.
@@ -133,6 +141,7 @@ class Machine:
     nvml_gpus: Optional[Tuple[Gpu, ...]] = None
     gpus_from: str = "given"
     gpu_problem: Optional[str] = None
+    cpu_microarchitecture: Optional[str] = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cpu_flags", tuple(str(f).lower() for f in self.cpu_flags or ()))
@@ -194,17 +203,17 @@ MachineLike = Union[Machine, Mapping[str, Any]]
 #: Machines the book describes, in ``detect()``'s shape, so that hardware-dependent code
 #: (``tfwb.expect.expected_for``, ``tfwb.analysis.diagnosis.expectations``) is tested on each
 #: without owning one. Flags are the ones ``/proc/cpuinfo`` lists on such machines
-#: (shortened to those that matter here).
+#: (shortened to those that matter here); ``cpu_microarchitecture`` is archspec's name.
 _DESCRIBED: Dict[str, Dict[str, Any]] = {
     # mybinder.org and small cloud VMs: AMD EPYC (Zen 2), AVX2, no AVX-512.
     "binder-2core-avx2": {
-        "cpu_count": 2, "cpu_model": "AMD EPYC 7B12 64-Core Processor",
+        "cpu_count": 2, "cpu_model": "AMD EPYC 7B12 64-Core Processor", "cpu_microarchitecture": "zen2",
         "cpu_flags": ("avx", "avx2", "f16c", "fma", "sse4_2"),
         "memory_total_mib": 8192.0, "gpus": [], "tpu": False, "environment": "binder",
         "python": "3.12", "platform": "Linux-x86_64"},
     # The AVX-512 build machine of FACTS.md: AMD EPYC (Zen 4), AVX-512 with BF16, no FP16, no AMX.
     "cpu-2core-avx512-bf16": {
-        "cpu_count": 2, "cpu_model": "AMD EPYC 9B14 96-Core Processor",
+        "cpu_count": 2, "cpu_model": "AMD EPYC 9B14 96-Core Processor", "cpu_microarchitecture": "zen4",
         "cpu_flags": ("avx", "avx2", "avx512_bf16", "avx512_vnni", "avx512bw", "avx512f", "avx512vl",
                       "f16c", "fma", "sse4_2"),
         "memory_total_mib": 8192.0, "gpus": [], "tpu": False, "environment": "local",
@@ -212,13 +221,14 @@ _DESCRIBED: Dict[str, Dict[str, Any]] = {
     # Intel Xeon 4th gen (Sapphire Rapids): AVX-512 with BF16 and FP16, AMX.
     "cpu-2core-avx512-amx": {
         "cpu_count": 2, "cpu_model": "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz",
+        "cpu_microarchitecture": "sapphirerapids",
         "cpu_flags": ("amx_bf16", "amx_int8", "amx_tile", "avx", "avx2", "avx512_bf16", "avx512_fp16",
                       "avx512_vnni", "avx512bw", "avx512f", "avx512vl", "f16c", "fma", "sse4_2"),
         "memory_total_mib": 8192.0, "gpus": [], "tpu": False, "environment": "local",
         "python": "3.12", "platform": "Linux-x86_64"},
     # Colab's free GPU runtime: 2 vCPUs (AVX-512, no BF16) and a Tesla T4 (Turing).
     "colab-t4": {
-        "cpu_count": 2, "cpu_model": "Intel(R) Xeon(R) CPU @ 2.00GHz",
+        "cpu_count": 2, "cpu_model": "Intel(R) Xeon(R) CPU @ 2.00GHz", "cpu_microarchitecture": "skylake_avx512",
         "cpu_flags": ("avx", "avx2", "avx512bw", "avx512f", "avx512vl", "f16c", "fma", "sse4_2"),
         "memory_total_mib": 12976.0,
         "gpus": [{"index": 0, "name": "Tesla T4", "memory_total_mib": 15360.0,
@@ -226,7 +236,7 @@ _DESCRIBED: Dict[str, Dict[str, Any]] = {
         "tpu": False, "environment": "colab", "python": "3.12", "platform": "Linux-x86_64"},
     # Colab's A100 runtime (Ampere).
     "a100": {
-        "cpu_count": 12, "cpu_model": "Intel(R) Xeon(R) CPU @ 2.20GHz",
+        "cpu_count": 12, "cpu_model": "Intel(R) Xeon(R) CPU @ 2.20GHz", "cpu_microarchitecture": "cascadelake",
         "cpu_flags": ("avx", "avx2", "avx512bw", "avx512f", "avx512vl", "f16c", "fma", "sse4_2"),
         "memory_total_mib": 85000.0,
         "gpus": [{"index": 0, "name": "NVIDIA A100-SXM4-40GB", "memory_total_mib": 40960.0,
@@ -234,7 +244,7 @@ _DESCRIBED: Dict[str, Dict[str, Any]] = {
         "tpu": False, "environment": "colab", "python": "3.12", "platform": "Linux-x86_64"},
     # A cloud H100 machine (Hopper) with a Sapphire Rapids host.
     "h100": {
-        "cpu_count": 16, "cpu_model": "Intel(R) Xeon(R) Platinum 8480+",
+        "cpu_count": 16, "cpu_model": "Intel(R) Xeon(R) Platinum 8480+", "cpu_microarchitecture": "sapphirerapids",
         "cpu_flags": ("amx_bf16", "amx_int8", "amx_tile", "avx", "avx2", "avx512_bf16", "avx512_fp16",
                       "avx512_vnni", "avx512bw", "avx512f", "avx512vl", "f16c", "fma", "sse4_2"),
         "memory_total_mib": 131072.0,
@@ -244,7 +254,7 @@ _DESCRIBED: Dict[str, Dict[str, Any]] = {
     # A cloud L4 machine (Ada Lovelace, compute capability 8.9, 24 GB; GCP's g2-standard-8:
     # 8 vCPUs of a Cascade Lake host, 32 GB). nvidia-smi lists 23034 MiB.
     "l4": {
-        "cpu_count": 8, "cpu_model": "Intel(R) Xeon(R) CPU @ 2.20GHz",
+        "cpu_count": 8, "cpu_model": "Intel(R) Xeon(R) CPU @ 2.20GHz", "cpu_microarchitecture": "cascadelake",
         "cpu_flags": ("avx", "avx2", "avx512_vnni", "avx512bw", "avx512f", "avx512vl", "f16c", "fma",
                       "sse4_2"),
         "memory_total_mib": 32768.0,
@@ -253,7 +263,7 @@ _DESCRIBED: Dict[str, Dict[str, Any]] = {
         "tpu": False, "environment": "local", "python": "3.12", "platform": "Linux-x86_64"},
     # A Colab TPU runtime: a TPU VM (v2-8), a large AVX-512 host, no GPU.
     "tpu-vm": {
-        "cpu_count": 96, "cpu_model": "Intel(R) Xeon(R) CPU @ 2.00GHz",
+        "cpu_count": 96, "cpu_model": "Intel(R) Xeon(R) CPU @ 2.00GHz", "cpu_microarchitecture": "skylake_avx512",
         "cpu_flags": ("avx", "avx2", "avx512bw", "avx512f", "avx512vl", "f16c", "fma", "sse4_2"),
         "memory_total_mib": 342000.0, "gpus": [], "tpu": True, "environment": "colab",
         "python": "3.12", "platform": "Linux-x86_64"},
@@ -261,20 +271,21 @@ _DESCRIBED: Dict[str, Dict[str, Any]] = {
     # AVX2 without AVX-512, 48 GB). A v5e exposes its chip through VFIO (/dev/vfio/<group>),
     # not /dev/accel*: ``detect_tpu`` finds it by that rule.
     "tpu-v5e": {
-        "cpu_count": 24, "cpu_model": "AMD EPYC 7B13",
+        "cpu_count": 24, "cpu_model": "AMD EPYC 7B13", "cpu_microarchitecture": "zen3",
         "cpu_flags": ("avx", "avx2", "f16c", "fma", "sse4_2"),
         "memory_total_mib": 49152.0, "gpus": [], "tpu": True, "environment": "local",
         "python": "3.12", "platform": "Linux-x86_64"},
     # An Arm server CPU: AWS Graviton3 (Neoverse V1; EC2's c7g.large). /proc/cpuinfo names no model
     # there (``detect()`` says "aarch64"); its ``Features``, shortened to those an ML step uses.
     "arm-graviton3": {
-        "cpu_count": 2, "cpu_model": "AWS Graviton3 (Arm Neoverse V1)", "cpu_flags": (
+        "cpu_count": 2, "cpu_model": "AWS Graviton3 (Arm Neoverse V1)", "cpu_microarchitecture": "neoverse_v1",
+        "cpu_flags": (
             "asimd", "asimddp", "asimdfhm", "asimdhp", "bf16", "fp", "fphp", "i8mm", "sve", "svebf16", "svei8mm"),
         "memory_total_mib": 4096.0, "gpus": [], "tpu": False, "platform": "Linux-aarch64"},
     # Apple silicon, an M2 Mac: no /proc/cpuinfo (``detect()`` lists no flags). ``sysctl hw.optional``'s
     # AdvSIMD, FEAT_FP16, FEAT_DotProd, FEAT_FHM, FEAT_BF16, FEAT_I8MM (no SVE) in Linux's names, as archspec does.
     "apple-m2": {
-        "cpu_count": 8, "cpu_model": "Apple M2",
+        "cpu_count": 8, "cpu_model": "Apple M2", "cpu_microarchitecture": "m2",
         "cpu_flags": ("asimd", "asimddp", "asimdfhm", "asimdhp", "bf16", "fp", "fphp", "i8mm"),
         "memory_total_mib": 16384.0, "gpus": [], "tpu": False, "platform": "macOS-14-arm64-arm-64bit"},
 }
@@ -285,7 +296,7 @@ TEST_CPU_ENV = "TFWB_TEST_CPU"
 
 
 def with_cpu_of(hw: MachineLike, name: str) -> Machine:
-    """``hw`` with the CPU model and flags of the described machine ``name``; the rest is kept.
+    """``hw`` with the CPU model, flags and microarchitecture of the described machine ``name``; the rest is kept.
 
     Raises:
         ValueError: ``name`` is not a key of ``DESCRIBED`` (the message lists them).
@@ -297,7 +308,24 @@ def with_cpu_of(hw: MachineLike, name: str) -> Machine:
     """
     if name not in DESCRIBED:
         raise ValueError(f"{TEST_CPU_ENV}={name!r} is not a described machine; one of {', '.join(DESCRIBED)}")
-    return Machine.of(hw).replace(cpu_model=DESCRIBED[name].cpu_model, cpu_flags=DESCRIBED[name].cpu_flags)
+    cpu = DESCRIBED[name]
+    return Machine.of(hw).replace(cpu_model=cpu.cpu_model, cpu_flags=cpu.cpu_flags,
+                                  cpu_microarchitecture=cpu.cpu_microarchitecture)
+
+
+def fingerprint_cpu(hw: MachineLike) -> Dict[str, Any]:
+    """The CPU part of a run's fingerprint (``tfwb.tf.runner.fingerprint``), what a later reader of the
+    record judges a change on (``tfwb.advice.machine.machine_of``): the model, the cores, archspec's
+    microarchitecture and the flags the rules and peaks read (``tfwb.cpu_features.recorded_flags``).
+
+    Example:
+        >>> fp = fingerprint_cpu(DESCRIBED["cpu-2core-avx512-amx"])
+        >>> fp["cpu_microarchitecture"], "amx_bf16" in fp["cpu_flags"], fp["cpu_count"]
+        ('sapphirerapids', True, 2)
+    """
+    hw = Machine.of(hw)
+    return {"cpu_model": hw.cpu_model, "cpu_count": hw.cpu_count,
+            "cpu_microarchitecture": hw.cpu_microarchitecture, "cpu_flags": list(recorded_flags(hw.cpu_flags))}
 
 
 _lock = threading.Lock()
@@ -312,12 +340,13 @@ def detect(refresh: bool = False) -> Machine:
 
     Returns:
         A ``Machine`` (immutable): ``cpu_count`` (cores this process may use), ``cpu_model``,
-        ``cpu_flags`` (empty without /proc/cpuinfo), ``memory_total_mib``, ``gpus`` and
+        ``cpu_flags`` and ``cpu_microarchitecture`` (``tfwb.cpu_features.read_cpu``: /proc/cpuinfo
+        or sysctl, and archspec; empty or None where none can be read), ``memory_total_mib``, ``gpus`` and
         ``nvml_gpus`` (both what NVML sees, as ``Gpu`` records: TensorFlow is not asked
         here, so ``gpus_from`` is ``"nvml"``; ``tfwb.detect_hardware()`` asks it), ``tpu``,
         ``environment`` (``"colab"``, ``"kaggle"``, ``"binder"`` or ``"local"``),
-        ``python`` and ``platform``. With ``TFWB_TEST_CPU=<name>`` set, the CPU model and flags
-        are those of ``DESCRIBED[name]`` (``with_cpu_of``; ValueError for another name):
+        ``python`` and ``platform``. With ``TFWB_TEST_CPU=<name>`` set, the CPU model, flags
+        and microarchitecture are those of ``DESCRIBED[name]`` (``with_cpu_of``; ValueError for another name):
         processes started with that environment believe it too; TensorFlow runs on the real CPU.
 
     Example:
@@ -333,13 +362,14 @@ def detect(refresh: bool = False) -> Machine:
 
 
 def _detect() -> Machine:
-    cpu_model, cpu_flags = parse_cpuinfo(_read_text("/proc/cpuinfo"))
+    cpu = read_cpu()
     gpus = nvml.gpu_info()
     host = Machine.of({
         "gpus_from": "nvml",
         "cpu_count": _cpu_count(),
-        "cpu_model": cpu_model or platform.processor() or platform.machine() or None,
-        "cpu_flags": cpu_flags,
+        "cpu_model": cpu.model or platform.processor() or platform.machine() or None,
+        "cpu_flags": cpu.flags,
+        "cpu_microarchitecture": cpu.microarchitecture,
         "memory_total_mib": _memory_total_mib(),
         "gpus": gpus,
         "tpu": detect_tpu(has_gpu=bool(gpus)),
@@ -348,14 +378,6 @@ def _detect() -> Machine:
         "platform": platform.platform(),
     })
     return with_cpu_of(host, os.environ[TEST_CPU_ENV]) if os.environ.get(TEST_CPU_ENV) else host
-
-
-def _read_text(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read()
-    except OSError:
-        return ""
 
 
 def _cpu_count() -> Optional[int]:
@@ -372,37 +394,6 @@ def _memory_total_mib() -> Optional[float]:
         return psutil.virtual_memory().total / 2**20
     except Exception:  # noqa: BLE001 - psutil missing or refused: unknown
         return None
-
-
-def parse_cpuinfo(text: str) -> Tuple[Optional[str], Tuple[str, ...]]:
-    """The CPU model and feature flags from the text of ``/proc/cpuinfo``.
-
-    Reads the first processor's block: ``model name`` and ``flags`` on x86; on Arm,
-    ``Hardware``/``Processor``/``model name`` and ``Features``.
-
-    Args:
-        text (str): the file's content; ``""`` where there is none.
-
-    Returns:
-        ``(model or None, flags)``; flags sorted, lower case, no duplicates.
-
-    Example:
-        >>> parse_cpuinfo("model name\\t: Intel(R) Xeon(R) CPU @ 2.20GHz\\nflags\\t: sse avx2\\n")
-        ('Intel(R) Xeon(R) CPU @ 2.20GHz', ('avx2', 'sse'))
-    """
-    model: Optional[str] = None
-    flags: Tuple[str, ...] = ()
-    for line in text.splitlines():
-        key, sep, value = line.partition(":")
-        if not sep:
-            continue
-        key, value = key.strip().lower(), value.strip()
-        if key in ("model name", "hardware", "processor", "cpu model") and model is None:
-            if value and not value.isdigit():  # x86 "processor : 0" is an index, not a name
-                model = value
-        elif key in ("flags", "features") and not flags:
-            flags = tuple(sorted(set(value.lower().split())))
-    return model, flags
 
 
 def detect_tpu(environ: Optional[Mapping[str, str]] = None, dev_dir: str = "/dev",
@@ -463,38 +454,6 @@ def detect_environment(environ: Optional[Mapping[str, str]] = None,
     return "local"
 
 
-def short_cpu_model(model: Optional[str]) -> Optional[str]:
-    """A CPU model without trademarks, clock and filler words.
-
-    Example:
-        >>> short_cpu_model("Intel(R) Xeon(R) CPU @ 2.20GHz")
-        'Intel Xeon'
-        >>> short_cpu_model("AMD EPYC 7B12 64-Core Processor")
-        'AMD EPYC 7B12'
-    """
-    if not model:
-        return None
-    text = re.sub(r"\((R|TM|tm|r)\)", "", model)
-    text = re.sub(r"@.*$", "", text)
-    text = re.sub(r"\b(CPU|Processor|\d+-Core)\b", "", text)
-    return " ".join(text.split()) or model
-
-
-def _notable_flags(flags: Tuple[str, ...]) -> List[str]:
-    out = []
-    if "avx512f" in flags:
-        out.append("AVX-512")
-    elif "avx2" in flags:
-        out.append("AVX2")
-    if "avx512_bf16" in flags or "amx_bf16" in flags:
-        out.append("BF16")
-    if "avx512_fp16" in flags or "amx_fp16" in flags:
-        out.append("FP16")
-    if "amx_tile" in flags:
-        out.append("AMX")
-    return out
-
-
 def _gib(mib: Optional[float]) -> str:
     return f"{mib / 1024:.0f} GiB" if mib else "? GiB"
 
@@ -517,7 +476,7 @@ def describe(hw: MachineLike) -> str:
     hw = Machine.of(hw)
     cores = hw.cpu_count
     cpu = f"{cores} CPU core{'' if cores == 1 else 's'}" if cores else "CPU"
-    details = [d for d in [short_cpu_model(hw.cpu_model)] + _notable_flags(hw.cpu_flags) if d]
+    details = [d for d in [short_cpu_model(hw.cpu_model)] + notable_flags(hw.cpu_flags) if d]
     if details:
         cpu += f" ({', '.join(details)})"
     parts = [cpu, f"{_gib(hw.memory_total_mib)} RAM"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Tuple
 
+from tfwb.cpu_features import notable_flags
 from tfwb.hardware import Machine, MachineLike
 
 
@@ -56,6 +57,8 @@ def where(hw: MachineLike, strategy: Optional[str] = None) -> str:
     Example:
         >>> where({"gpus": [], "cpu_flags": ("avx2",), "cpu_count": 2})
         'this CPU (2 cores, AVX2)'
+        >>> where({"gpus": [], "cpu_flags": ("asimd", "bf16", "sve"), "cpu_count": 2})    # Arm's names
+        'this CPU (2 cores, SVE, BF16)'
     """
     hw = Machine.of(hw)
     kind = target(hw, strategy)
@@ -69,13 +72,8 @@ def where(hw: MachineLike, strategy: Optional[str] = None) -> str:
         cc = best_compute_capability(hw)
         count = f"{len(gpus)}x " if len(gpus) > 1 else ""
         return f"{count}{name}" + (f" (compute capability {cc[0]}.{cc[1]})" if cc else "")
-    flags = cpu_flags(hw)
-    feats = ["AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else None,
-             "BF16" if flags & {"avx512_bf16", "amx_bf16"} else None,
-             "FP16" if flags & {"avx512_fp16", "amx_fp16"} else None,
-             "AMX" if "amx_tile" in flags else None]
     cores = hw.cpu_count
-    details = ([f"{cores} core{'' if cores == 1 else 's'}"] if cores else []) + [f for f in feats if f]
+    details = ([f"{cores} core{'' if cores == 1 else 's'}"] if cores else []) + notable_flags(hw.cpu_flags)
     host = "this TPU VM's host CPU" if hw.tpu else "this CPU"
     text = host + (f" ({', '.join(details)})" if details else "")
     if hw.gpu_problem and hw.nvml_gpus:
@@ -84,8 +82,19 @@ def where(hw: MachineLike, strategy: Optional[str] = None) -> str:
 
 
 def machine_of(result: Any) -> Machine:
-    """What a result's fingerprint says about its machine (GPUs, cores, CPU flags, a TPU)."""
+    """What a result's fingerprint says about its machine: GPUs, cores, the CPU's model, microarchitecture and
+    flags (``tfwb.hardware.fingerprint_cpu``), a TPU. A record written before fingerprints kept the flags
+    has none: its CPU's features are unknown (``cpu_flags=()``).
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> m = machine_of(SimpleNamespace(fingerprint={"cpu_count": 2, "cpu_microarchitecture": "sapphirerapids",
+        ...                                             "cpu_flags": ["amx_bf16", "avx512f"]}))
+        >>> m.cpu_microarchitecture, m.cpu_flags
+        ('sapphirerapids', ('amx_bf16', 'avx512f'))
+    """
     fp = getattr(result, "fingerprint", None) or {}
     return Machine.of({"gpus": list(fp.get("gpus") or []), "cpu_count": fp.get("cpu_count"),
+                       "cpu_model": fp.get("cpu_model"), "cpu_microarchitecture": fp.get("cpu_microarchitecture"),
                        "cpu_flags": tuple(fp.get("cpu_flags") or ()),
                        "tpu": any("TPU" in str(d) for d in fp.get("logical_devices") or ())})

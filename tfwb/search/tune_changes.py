@@ -6,7 +6,9 @@ a run, its place among equal bounds), bounds each by the diagnosis (``tfwb.analy
 ``1 / (1 - wait)`` for the input knobs, ``1 / MFU`` and the dtype peaks for the compute
 knobs), and splits them into those worth a trial, best bound first, and those skipped with
 their reason: within the noise (``tfwb.stats.NoiseBand``), not honoured by this machine (its
-rule in ``tfwb.advice.expected``), tried already, or of no use to this run.
+rule in ``tfwb.advice.expected``, on the machine the run's fingerprint records), tried already,
+of no use to this run, or acting only where the run no longer spends its time: after a cache,
+the knobs that act before it (``reach``).
 
 The loop that tries them is ``tfwb.search.tune_loop``; what a trial found is
 ``tfwb.search.tune_result``. Pure: no TensorFlow, no UI library.
@@ -36,10 +38,17 @@ from tfwb.hardware import Machine, MachineLike
 from tfwb.records import RunResult
 from tfwb.workloads import SOURCE_KNOBS, get_workload
 
-__all__ = ["Change", "rank_changes", "run_examples", "compute_tuned", "INPUT_ROLES"]
+__all__ = ["Change", "rank_changes", "run_examples", "compute_tuned", "reach", "INPUT_ROLES", "REACHES"]
 
 #: The knob roles of the input pipeline (``tfwb.knobs.Knob.role``).
 INPUT_ROLES = ("source", "pipeline")
+
+#: What a change can still do to a run's input wait (``reach``): all of it, part of it, nothing.
+ALL, PART, NONE = "all", "part", "none"
+REACHES = (ALL, PART, NONE)
+#: The input knobs that act on reading the source, before a cache in the pipeline
+#: (``tfwb.tf.runner.pipeline``: source -> cache -> shuffle -> repeat -> (augment) batch -> prefetch).
+BEFORE_CACHE = ("data_source", "interleave", "storage_latency_ms")
 
 
 @dataclass(frozen=True)
@@ -71,6 +80,57 @@ class Change:
         by its size like a strict one: on a run waiting 69 % for input, 3.2x goes before a strict 1.3x."""
         b = self.bound
         return (0 if b.speedup is not None else 1, -(b.speedup or 0.0))
+
+
+def reach(knob: str, cfg: RunConfig, augments: bool = True) -> str:
+    """What changing ``knob`` can still do to the input wait of a run of ``cfg``: ``"all"``, ``"part"``, ``"none"``.
+
+    A cache (``cfg.cache`` on, data read through a pipeline) is filled with one whole epoch before the
+    first step, so no measured step reads through what lies before it: the knobs that act on the reading
+    (``interleave``, ``data_source``, ``storage_latency_ms``) can do nothing to the wait (``"none"``);
+    ``parallel_map`` speeds the decoding before the cache and the per-example augmentation after it, so it
+    acts on part of the wait where the workload augments (``augments``), on nothing where it does not;
+    ``prefetch`` and the knobs after the cache act on all of it. Without a cache, every knob may act on
+    all of the wait (``"all"``; what it does there is its bound's business).
+
+    Args:
+        knob: a RunConfig field.
+        cfg: the run's configuration.
+        augments (bool, default True): the workload augments examples after the cache (its
+            ``vectorized_map`` knob applies).
+
+    Example:
+        >>> cached = RunConfig(workload="images", data_source="files", cache=True)
+        >>> reach("prefetch", cached), reach("parallel_map", cached), reach("interleave", cached)
+        ('all', 'part', 'none')
+        >>> reach("interleave", cached.replace(cache=False))
+        'all'
+    """
+    if cfg.cache is False or cfg.data_source == "memory":
+        return ALL
+    if knob in BEFORE_CACHE:
+        return NONE
+    if knob == "parallel_map":
+        return PART if augments else NONE
+    return ALL
+
+
+def _augments(cfg: RunConfig) -> bool:
+    try:
+        return get_workload(cfg.workload).applies("vectorized_map")
+    except ValueError:                      # a saved result's workload, not registered here: it may augment
+        return True
+
+
+#: Why a change that acts before a kept cache is not tried.
+BEFORE_CACHE_SKIP = ("it acts on the reading before the cache, and the cache was filled with one epoch before the "
+                     "first step, so no measured step reads through it: it cannot shorten this run's input wait")
+
+
+def _after_cache_note(knob: str) -> str:
+    return (f"{knob} goes after the changes that act on all of the input wait: on this cached run it speeds "
+            "only the augmentation after the cache (the decoding it also speeds is before the cache, which no "
+            "measured step reads through)")
 
 
 def _applies(cfg: RunConfig) -> Callable[[str], bool]:
@@ -145,7 +205,9 @@ def rank_changes(result: RunResult, diagnosis: Optional[Diagnosis] = None, hardw
         ``(to_try, skipped)``: ``Change`` tuples; ``to_try`` ranked: known bounds largest first
         (one that is not strict, an input knob on a CPU, by its size too), unknown ones last; on
         equal bounds, ``cache`` first on a run that reads its data at least twice (it removes work,
-        the others overlap it), and steps per call before XLA (it compiles nothing).
+        the others overlap it), and steps per call before XLA (it compiles nothing). After a cache, a knob
+        that acts before it (``reach``: ``"none"``) is skipped, and one that acts on part of the wait
+        (``parallel_map``) goes after those of equal bound that act on all of it (``prefetch``).
 
     Example:
         >>> from tfwb.records import RunResult
@@ -163,6 +225,7 @@ def rank_changes(result: RunResult, diagnosis: Optional[Diagnosis] = None, hardw
     needs_epoch = any(advice.ADVICE[knob].tune.needs_epoch for knob, _ in offers)
     epoch = epoch_examples(cfg) if epoch_examples is not None and needs_epoch else None
     examples = run_examples(cfg)
+    augments = _augments(cfg)
     to_try: List[Change] = []
     skipped: List[Change] = []
     for knob, value in offers:
@@ -172,14 +235,21 @@ def rank_changes(result: RunResult, diagnosis: Optional[Diagnosis] = None, hardw
         b = diagnosis.bound_for(knob)
         if b is None or b.value != value or measured is not result:
             b = bound(measured, knob, value)
-        skip = _skip_reason(measured, examples, knob, value, b, machine, tried_set, noise, epoch)
+        where = reach(knob, cfg, augments)
+        if where == NONE and (knob, repr(value)) not in tried_set:
+            skip = BEFORE_CACHE_SKIP
+        else:
+            skip = _skip_reason(measured, examples, knob, value, b, machine, tried_set, noise, epoch)
         hint = advice.ADVICE[knob].tune
         note = hint.note(examples, epoch) if hint.note is not None and epoch and not skip else ""
+        if where == PART and not note and not skip:
+            note = _after_cache_note(knob)
         (skipped if skip else to_try).append(Change(knob, value, b, skip, note))
-    # On equal bounds, each knob's ``TuneAdvice.tie`` (a cache first on a run that reads its data at least
-    # twice: it removes work the others overlap; steps per call before XLA: it compiles nothing), then its
-    # advice order.
-    to_try.sort(key=lambda c: (*c.rank, advice.ADVICE[c.knob].tune.tie_rank(examples, epoch),
+    # On equal bounds, a change that acts on all of the input wait before one that acts on part of it (after a
+    # cache), then each knob's ``TuneAdvice.tie`` (a cache first on a run that reads its data at least twice: it
+    # removes work the others overlap; steps per call before XLA: it compiles nothing), then its advice order.
+    to_try.sort(key=lambda c: (*c.rank, REACHES.index(reach(c.knob, cfg, augments)),
+                               advice.ADVICE[c.knob].tune.tie_rank(examples, epoch),
                                advice.ADVICE[c.knob].priority(cfg)))
     return tuple(to_try), tuple(skipped)
 

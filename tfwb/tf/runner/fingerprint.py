@@ -1,4 +1,4 @@
-"""A run's fingerprint: versions, devices and machine, and the full config it ran."""
+"""A run's fingerprint: versions, devices and machine (its CPU's flags too), and the full config it ran."""
 from __future__ import annotations
 
 import platform
@@ -22,7 +22,7 @@ def fingerprint(cfg: RunConfig, strategy=None) -> dict:
     return {
         "tensorflow": tf.__version__, "keras": keras.__version__,
         "python": platform.python_version(), "platform": platform.platform(),
-        "cpu_model": hw.cpu_model, "cpu_count": hw.cpu_count,
+        **hardware.fingerprint_cpu(hw),         # model, cores, microarchitecture, the flags the rules read
         "environment": hw.environment, "gpus": gpus,
         "logical_devices": [d.name for d in tf.config.list_logical_devices()],
         "replicas": strategy.num_replicas_in_sync if strategy is not None else None,
