@@ -59,15 +59,18 @@ class Reach:
 
 
 def _cached(config: Any) -> bool:
-    return bool(getattr(config, "cache", False))
+    """A cache that the measured steps read from: on, over data read through a pipeline (not memory)."""
+    return bool(getattr(config, "cache", False)) and getattr(config, "data_source", None) != "memory"
 
 
-def reach(knob: str, config: Any) -> Reach:
+def reach(knob: str, config: Any, augments: bool = True) -> Reach:
     """What ``knob`` can still act on in a run of ``config`` (a ``RunConfig``, or anything with a ``cache``).
 
     Args:
         knob: a knob's name (any: a knob that is not an input knob keeps ``ALL``).
         config: the run's configuration.
+        augments: the workload augments examples after the cache (its ``vectorized_map`` knob
+            applies); where it does not, ``parallel_map`` has nothing left after a cache (``NONE``).
 
     Returns:
         Its ``Reach``: ``NONE`` for a knob upstream of a cache that is on, ``PART`` for one acting on
@@ -85,6 +88,9 @@ def reach(knob: str, config: Any) -> Reach:
     if knob in UPSTREAM_OF_CACHE:
         return Reach(knob, NONE, f"{knob} acts on the reading the cache removed from every measured step: "
                                  "it cannot cut this run's input wait")
+    if knob in ACROSS_CACHE and not augments:
+        return Reach(knob, NONE, f"after the cache, {knob} would act only on {ACROSS_CACHE[knob]}, and this "
+                                 "workload has no augmentation: it cannot cut this run's input wait")
     if knob in ACROSS_CACHE:
         return Reach(knob, PART, f"after the cache, {knob} acts only on {ACROSS_CACHE[knob]}")
     return Reach(knob, ALL)

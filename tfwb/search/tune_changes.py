@@ -28,7 +28,7 @@ from typing import Any, Callable, List, Optional, Sequence, Set, Tuple
 
 from tfwb import advice, stats
 from tfwb import knobs as _knobs
-from tfwb.advice import Bound, speedup_text
+from tfwb.advice import Bound, downstream, speedup_text
 from tfwb.advice.directions import SLOWER
 from tfwb.advice.expected import expected_for, rules
 from tfwb.bottleneck import MODERATE_INPUT_FRACTION
@@ -48,7 +48,7 @@ ALL, PART, NONE = "all", "part", "none"
 REACHES = (ALL, PART, NONE)
 #: The input knobs that act on reading the source, before a cache in the pipeline
 #: (``tfwb.tf.runner.pipeline``: source -> cache -> shuffle -> repeat -> (augment) batch -> prefetch).
-BEFORE_CACHE = ("data_source", "interleave", "storage_latency_ms")
+BEFORE_CACHE = downstream.UPSTREAM_OF_CACHE
 
 
 @dataclass(frozen=True)
@@ -106,13 +106,7 @@ def reach(knob: str, cfg: RunConfig, augments: bool = True) -> str:
         >>> reach("interleave", cached.replace(cache=False))
         'all'
     """
-    if cfg.cache is False or cfg.data_source == "memory":
-        return ALL
-    if knob in BEFORE_CACHE:
-        return NONE
-    if knob == "parallel_map":
-        return PART if augments else NONE
-    return ALL
+    return (ALL, PART, NONE)[downstream.reach(knob, cfg, augments).rank]
 
 
 def _augments(cfg: RunConfig) -> bool:
