@@ -208,6 +208,10 @@ class RunResult:
             ``multi_worker``); ``None`` when the run failed before its strategy existed.
             ``config.batch_size`` is the global batch; each replica got
             ``per_replica_batch`` examples of it.
+        warmup_extra_steps: training steps the runner added to the configured warm-up because the
+            steps were still speeding up (``tfwb.warmup.extend_warmup``); they are part of
+            ``warmup_times_s``. 0 when the warm-up settled as configured, could not be extended,
+            and for results recorded before it existed.
     """
 
     config: RunConfig
@@ -241,6 +245,7 @@ class RunResult:
     input_floor_s: Optional[float] = None
     window_calls: Tuple[int, ...] = ()
     limits: Limits = field(default_factory=Limits)
+    warmup_extra_steps: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.config, RunConfig):
@@ -253,6 +258,9 @@ class RunResult:
             object.__setattr__(self, name, _floats(name, getattr(self, name)))
         object.__setattr__(self, "samples", tuple(self.samples))
         object.__setattr__(self, "window_calls", tuple(int(k) for k in self.window_calls))
+        extra = self.warmup_extra_steps
+        if isinstance(extra, bool) or not isinstance(extra, int) or extra < 0:
+            raise ValueError(f"warmup_extra_steps={extra!r} is not allowed; use an int >= 0")
         object.__setattr__(self, "notes", tuple(Note.of(n) for n in self.notes))
         # Keep the fingerprint in its JSON form (tuples as lists), so a result equals
         # its own round trip.
