@@ -22,7 +22,10 @@ from tfwb.limits_record import LIMIT_FIELDS, Limits, finite
 #: 3: model FLOPs per step, this machine's measured and datasheet peaks, MFU, per-call overhead
 #: (records of schema 1 and 2 load with those fields None).
 SCHEMA_VERSION = 3
-STATUSES = ("ok", "failed", "interrupted", "diverged")
+#: ``running``: the record a fit writes as it starts (``tfwb.keras.Monitor``); a later record of the same
+#: ``run_id`` completes it, and a history reads one never completed as failed (``tfwb.history``).
+RUNNING = "running"
+STATUSES = ("ok", "failed", "interrupted", "diverged", RUNNING)
 #: What a note is about. ``data``: the input pipeline; ``steps``: how steps were counted or
 #: timed; ``distribution``: strategies, replicas, clusters; ``tracing``: retracing;
 #: ``tensorflow``: a line TensorFlow's C++ code logged during the run; ``observer``: an
@@ -151,7 +154,8 @@ class RunResult:
     Args:
         config: the RunConfig that ran.
         status: ``"ok"``, ``"failed"``, ``"interrupted"`` or ``"diverged"`` (the loss
-            stopped being finite; ``error`` says at which step).
+            stopped being finite; ``error`` says at which step); ``"running"`` only on disk, in
+            the record a fit writes as it starts (``RUNNING``).
         error: the error message when the run did not finish.
         step_times_s: wall time of each measured step, including its wait for input
             (one entry per call; see ``steps_per_call``). How it was timed is
