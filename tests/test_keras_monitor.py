@@ -360,7 +360,7 @@ def test_in_ipython_a_fit_left_from_another_callback_takes_the_cells_exception(t
     assert r.status == "failed" and r.error == "RuntimeError: a callback failed" and mon.result == r
     assert len(r.step_times_s) == 20 - 1 and not shell.events.callbacks["post_run_cell"]   # and unhooked
     mon = Monitor(path, charts=False, warmup_steps=1)          # a fit that ends well unhooks at its end
-    model().fit(data(), epochs=1, verbose=0, callbacks=[mon])
+    model().fit(data(64), epochs=1, verbose=0, callbacks=[mon])
     assert not shell.events.callbacks["post_run_cell"]
     assert [x.status for x in tfwb.load_results(path)] == ["failed", "ok"]
 

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import threading
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -327,7 +328,7 @@ class Monitor(keras.callbacks.Callback):
         else:
             self._finish(None, status="failed", error=error_text(error))
 
-    def _cell_ended(self, cell: Any) -> None:
+    def _cell_ended(self, cell: Any = None) -> None:
         """IPython's ``post_run_cell``: a fit still open when its cell ended left ``fit`` without a word
         (another callback raised, or Keras itself): record it as failed with the cell's exception."""
         self._unhook()
@@ -476,8 +477,11 @@ def _check_writable(path: Any) -> None:
 def _after_cell(callback: Callable[[Any], None]) -> Callable[[], None]:
     """Call ``callback(result)`` when the running IPython cell ends (its ``post_run_cell`` event: the result's
     ``error_in_exec`` is the exception that ended the cell, if any); returns what unregisters it (a no-op
-    outside IPython). IPython is looked up, never imported."""
+    outside IPython, and for a fit on another thread than the cells': its cell may end first). IPython is
+    looked up, never imported."""
     ipython = sys.modules.get("IPython")
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
     shell = None
     try:
         shell = ipython.get_ipython() if ipython is not None else None
