@@ -33,8 +33,9 @@ Either way ``step_times_s`` is the step's time with its wait for data included a
 ``input_wait_s`` is ``t1 - t0``, timed on the host for every step. Warm-up steps
 (tracing, XLA compilation, autotuning) are timed the same way and kept apart. When the
 configured warm-up's steps are still speeding up, more warm-up calls run until they settle
-(``extend_warmup``, capped; not with a dataset given to ``run_process``, which may end), and
-the result records how many (``RunResult.warmup_extra_steps``).
+(``extend_warmup``, capped; not with a dataset given to ``run_process``, which may end, nor in
+a cluster's workers, which must run the same steps together), and the result records how many
+(``RunResult.warmup_extra_steps``).
 
 What happens around the steps is pluggable (``tfwb.observers``): the utilization
 sampler, progress, and whatever the caller passes in ``observers`` (a target-loss
@@ -333,7 +334,8 @@ def run_process(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_err
                 facts["setup_s"] = life.clock()
                 life.start()
                 timed_steps(p, life.warmup_calls, life.clock, log, state=state, dispatch=life.dispatch)
-                extra_calls = 0 if dataset is not None else extend_warmup(p, life)   # a given dataset may end
+                if dataset is None and cfg.strategy not in CLUSTER_STRATEGIES:   # a given dataset may end; a
+                    extra_calls = extend_warmup(p, life)   # cluster's workers must run the same steps together
                 facts["traces_warm"] = tracing_count(p.step)
                 facts["input_floor_s"] = input_floor_s(p)
                 p.floor_iterator = None
