@@ -80,11 +80,11 @@ class Steps:
 
 
 def test_extension_runs_until_the_steps_settle():
-    steps = Steps([1.3, 1.25, 1.2, 1.1, 1.0, 1.0, 1.01, 0.99] + [1.0] * 40)
+    steps = Steps([1.2, 1.1, 1.0, 1.0, 1.0, 1.01] + [1.0] * 40)
     extra = warmup.extend_warmup([5.0, 1.5, 1.45, 1.4, 1.35], steps, calls=40, clock=lambda: 0.0,
                                  should_stop=lambda: False)
-    # blocks of 40 // 8 calls: still faster, still faster, then a block no faster than the one before
-    assert extra == steps.ran == 15 and steps.requests == [5, 5, 5]
+    # blocks of 2 calls: still faster, still faster, then a block no faster than the one before
+    assert extra == steps.ran == 6 and steps.requests == [2, 2, 2]
 
 
 def test_a_settled_warm_up_is_not_extended():
@@ -97,19 +97,19 @@ def test_a_settled_warm_up_is_not_extended():
 def test_extension_is_capped_in_calls_and_seconds():
     ever_faster = Steps([2.0 * 0.9 ** i for i in range(200)])
     assert warmup.extend_warmup([9.0, 3.0, 2.8, 2.6, 2.4], ever_faster, calls=40, clock=lambda: 0.0,
-                                should_stop=lambda: False) == 20 == 40 // 2
+                                should_stop=lambda: False) == 10 == 40 // 4
     ticks = iter(range(100))
     slow = Steps([2.0 * 0.9 ** i for i in range(200)])
     extra = warmup.extend_warmup([9.0, 3.0, 2.8, 2.6, 2.4], slow, calls=40, clock=lambda: float(next(ticks)),
                                  should_stop=lambda: False, max_s=2.5)
-    assert 0 < extra < 20
+    assert 0 < extra < 10
 
 
 def test_extension_respects_a_stop_and_short_or_unwarmed_runs():
     stops = iter([False, True])
     steps = Steps([2.0 * 0.9 ** i for i in range(200)])
     assert warmup.extend_warmup([9.0, 3.0, 2.8, 2.6, 2.4], steps, calls=40, clock=lambda: 0.0,
-                                should_stop=lambda: next(stops)) == 5
+                                should_stop=lambda: next(stops)) == warmup.block_calls(40) == 2
     never = Steps([1.0] * 10)
     assert warmup.extend_warmup([9.0, 3.0, 2.8], never, calls=warmup.MIN_CALLS_TO_EXTEND - 1, clock=lambda: 0.0,
                                 should_stop=lambda: False) == 0
@@ -118,9 +118,9 @@ def test_extension_respects_a_stop_and_short_or_unwarmed_runs():
 
 
 def test_a_block_cut_short_ends_the_extension():
-    steps = Steps([1.5, 1.4])                        # the run stopped inside the block
+    steps = Steps([1.5])                             # the run stopped inside the block
     assert warmup.extend_warmup([9.0, 3.0, 2.8], steps, calls=40, clock=lambda: 0.0,
-                                should_stop=lambda: False) == 2
+                                should_stop=lambda: False) == 1 and steps.requests == [2]
 
 
 # -- the record --------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from __future__ import annotations
 import statistics
 from typing import Callable, List, Sequence
 
-__all__ = ["TOLERANCE", "MAX_FRACTION", "MIN_STEPS", "MIN_CALLS_TO_EXTEND", "EXTEND_MAX_S",
+__all__ = ["TOLERANCE", "MAX_FRACTION", "MIN_STEPS", "MIN_CALLS_TO_EXTEND", "EXTEND_MAX_S", "MAX_EXTRA_FRACTION",
            "slower_than_rest", "unsettled_steps", "settled", "block_calls", "still_warming", "extend_warmup"]
 
 #: A block of steps is slower than the steps after it when its median exceeds theirs by more than
@@ -44,6 +44,8 @@ MIN_STEPS = 9
 MIN_CALLS_TO_EXTEND = 12
 #: At most this many seconds of extra warm-up per run.
 EXTEND_MAX_S = 10.0
+#: At most this share of a run's measured calls is added to its warm-up.
+MAX_EXTRA_FRACTION = 0.25
 
 
 def _upper_quartile(xs: Sequence[float]) -> float:
@@ -119,13 +121,14 @@ def settled(times: Sequence[float]) -> List[float]:
 
 
 def block_calls(calls: int) -> int:
-    """Calls per block of an extended warm-up, for a run of ``calls`` measured calls: an eighth, at least 2.
+    """Calls per block of an extended warm-up, for a run of ``calls`` measured calls: a sixteenth, at least 2
+    (so that the cap, ``MAX_EXTRA_FRACTION`` of the calls, holds a few blocks).
 
     Example:
-        >>> block_calls(40), block_calls(12)
-        (5, 2)
+        >>> block_calls(160), block_calls(40)
+        (10, 2)
     """
-    return max(2, calls // 8)
+    return max(2, calls // 16)
 
 
 def still_warming(times: Sequence[float], block: int, tolerance: float = TOLERANCE) -> bool:
@@ -160,8 +163,8 @@ def extend_warmup(times: Sequence[float], run_calls: Callable[[int], Sequence[fl
     Nothing runs when the configured warm-up (``times``) already settled, when the run has
     fewer than ``MIN_CALLS_TO_EXTEND`` measured ``calls``, or when there was no warm-up at all
     (a run configured without warm-up keeps none). Otherwise blocks of ``block_calls(calls)``
-    run while ``still_warming``, at most ``calls // 2`` extra calls and ``max_s`` seconds, and
-    never after ``should_stop()`` says so.
+    run while ``still_warming``, at most ``MAX_EXTRA_FRACTION`` of ``calls`` extra calls and
+    ``max_s`` seconds, and never after ``should_stop()`` says so.
 
     Args:
         times: the configured warm-up's call times, in order.
@@ -175,13 +178,13 @@ def extend_warmup(times: Sequence[float], run_calls: Callable[[int], Sequence[fl
     Example:
         >>> pending = iter([1.2, 1.1, 1.05, 1.0, 1.0, 1.0, 1.0, 1.0])
         >>> extend_warmup([5.0, 1.4, 1.3], lambda n: [next(pending) for _ in range(n)], calls=16,
-        ...               clock=lambda: 0.0, should_stop=lambda: False)
-        6
+        ...               clock=lambda: 0.0, should_stop=lambda: False)      # blocks of 2, capped at 16 // 4
+        4
     """
     seen = [float(t) for t in times]
     if not seen or calls < MIN_CALLS_TO_EXTEND:
         return 0
-    block, cap = block_calls(calls), calls // 2
+    block, cap = block_calls(calls), int(calls * MAX_EXTRA_FRACTION)
     start, extra = clock(), 0
     while extra + block <= cap and not should_stop() and clock() - start < max_s and still_warming(seen, block, tolerance):
         new = [float(t) for t in run_calls(block)]

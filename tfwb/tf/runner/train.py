@@ -33,8 +33,7 @@ Either way ``step_times_s`` is the step's time with its wait for data included a
 ``input_wait_s`` is ``t1 - t0``, timed on the host for every step. Warm-up steps
 (tracing, XLA compilation, autotuning) are timed the same way and kept apart. When the
 configured warm-up's steps are still speeding up, more warm-up calls run until they settle
-(``extend_warmup``, capped; not with a dataset given to ``run_process``, which may end, nor in
-a cluster's workers, which must run the same steps together), and the result records how many
+(``extend_warmup``, capped; ``can_extend`` says where not), and the result records how many
 (``RunResult.warmup_extra_steps``).
 
 What happens around the steps is pluggable (``tfwb.observers``): the utilization
@@ -70,7 +69,7 @@ from tfwb.timing import WINDOW_S  # noqa: F401 - part of this module's names (__
 from tfwb.config import RunConfig
 from tfwb.lifecycle import Lifecycle, run_clock
 from tfwb.utilization import Sampler, default_probes, start_load_probe
-from tfwb.observers import Dispatch, Observer, RunState, StepLog
+from tfwb.observers import Dispatch, Observer, RunState, StepLog, StopAtLoss
 from tfwb.records import RunResult
 from tfwb.workloads import Workload, get_workload
 from tfwb.tf.runner.pipeline import build_dataset
@@ -334,8 +333,8 @@ def run_process(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_err
                 facts["setup_s"] = life.clock()
                 life.start()
                 timed_steps(p, life.warmup_calls, life.clock, log, state=state, dispatch=life.dispatch)
-                if dataset is None and cfg.strategy not in CLUSTER_STRATEGIES:   # a given dataset may end; a
-                    extra_calls = extend_warmup(p, life)   # cluster's workers must run the same steps together
+                if can_extend(cfg, dataset, observers):
+                    extra_calls = extend_warmup(p, life)
                 facts["traces_warm"] = tracing_count(p.step)
                 facts["input_floor_s"] = input_floor_s(p)
                 p.floor_iterator = None
@@ -365,6 +364,15 @@ def run_process(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_err
     life.end(life.status(failed))
     result = life.result(state.status, error, **facts)
     return dataclasses.replace(result, warmup_extra_steps=extra_calls * spe) if extra_calls else result
+
+
+def can_extend(cfg: RunConfig, dataset: Optional[tf.data.Dataset], observers: Sequence[Observer]) -> bool:
+    """Whether a run may extend its warm-up: not with a dataset given to it (it may end), not in a
+    cluster's workers (they must run the same steps together), not when it stops at a target loss
+    (``StopAtLoss``: steps to the target are counted from the warm-up's end, and more warm-up would
+    train the model before them)."""
+    return (dataset is None and cfg.strategy not in CLUSTER_STRATEGIES
+            and not any(isinstance(o, StopAtLoss) for o in observers))
 
 
 def extend_warmup(p: Prepared, life: Lifecycle) -> int:
