@@ -139,3 +139,37 @@ def test_a_writer_killed_mid_line_loses_only_its_own_record(tmp_path):
     assert [n for n, _ in h.skipped] == [3]                          # the torn line, no longer the last
     h.append(result(4))
     assert h.load()[-1] == result(4) and len(h.load()) == 4
+
+
+# -- a run written as it starts and again at its end (tfwb.keras.Monitor) --------------------------------
+def test_a_running_record_is_completed_in_its_place_by_the_later_record_of_its_run(tmp_path):
+    from tfwb.history import completed
+
+    h = History(tmp_path / "runs.jsonl")
+    h.append(result(0))
+    h.append(result(1, status="running", step_times_s=(), losses=(), input_wait_s=()))
+    h.append(result(2))                                   # another program's run, appended meanwhile
+    done = result(1, step_times_s=(0.3, 0.4))
+    h.append(done)
+    assert len((tmp_path / "runs.jsonl").read_text().splitlines()) == 4
+    loaded = h.load()
+    assert [(r.run_id, r.status) for r in loaded] == [("run0", "ok"), ("run1", "ok"), ("run2", "ok")]
+    assert loaded[1] == done and h.skipped == []
+    # duplicates of finished records are not this mechanism's business: they stay
+    assert completed([result(0), result(0)]) == [result(0), result(0)]
+
+
+def test_a_run_that_never_completed_reads_as_failed_also_when_its_end_was_torn(tmp_path):
+    from tfwb.history import UNFINISHED
+
+    path = tmp_path / "runs.jsonl"
+    h = History(path)
+    h.append(result(0, status="running"))
+    [r] = h.load()
+    assert r.status == "failed" and r.error == UNFINISHED and r.error.startswith("the fit stopped before its end")
+    with open(path, "a") as fh:                           # the kernel died while writing the end record
+        fh.write(result(0).to_json()[:40])
+    [r] = h.load()
+    assert r.status == "failed" and r.error == UNFINISHED and len(h.skipped) == 1
+    h.append(result(1))                                   # the next run: on a fresh line, the start still failed
+    assert [(x.run_id, x.status) for x in h.load()] == [("run0", "failed"), ("run1", "ok")]

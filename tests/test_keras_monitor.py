@@ -53,6 +53,7 @@ def test_a_fit_gives_a_result_kept_in_the_history_and_compared_as_workbench_runs
         results.append(r)
     loaded = tfwb.load_results(path)
     assert [x.run_id for x in loaded] == [x.run_id for x in results] and loaded[0] == results[0]
+    assert len(path.read_text().splitlines()) == 4            # each fit: its start, then its end in its place
     assert pairs.compare_runs(loaded[0], loaded[1]) is not None
 
 
@@ -323,10 +324,45 @@ def test_a_fit_left_from_another_callback_is_recorded_when_the_result_is_read(tm
     mon = Monitor(path, charts=False, warmup_steps=1)
     with pytest.raises(RuntimeError):
         m.fit(data(), epochs=2, verbose=0, callbacks=[mon, Fails()])
+    [started] = tfwb.load_results(path)               # written as the fit started: on disk before any end
+    assert started.status == "failed" and started.error.startswith("the fit stopped before its end")
     r = mon.result                                    # Keras called no on_train_end: built now
     assert r.status == "failed" and "outside its train and validation steps" in r.error
     assert len(r.step_times_s) == 20 - 1 and [x.status for x in tfwb.load_results(path)] == ["failed"]
+    assert tfwb.load_results(path) == [r] and len(path.read_text().splitlines()) == 2
     assert not hasattr(m.train_function, "_tfwb_original")
+
+
+def test_in_ipython_a_fit_left_from_another_callback_takes_the_cells_exception(tmp_path, monkeypatch):
+    IPython = pytest.importorskip("IPython")
+    from IPython.core.events import EventManager, available_events
+
+    class Shell:
+        def showtraceback(self):
+            raise AssertionError("a post_run_cell callback failed")
+
+    shell = Shell()
+    shell.events = EventManager(shell, available_events)
+    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+    path = tmp_path / "runs.jsonl"
+
+    class Fails(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            raise RuntimeError("a callback failed")
+
+    mon = Monitor(path, charts=False, warmup_steps=1)
+    with pytest.raises(RuntimeError) as raised:
+        model().fit(data(), epochs=2, verbose=0, callbacks=[mon, Fails()])
+    assert shell.events.callbacks["post_run_cell"]            # waits for the cell's end
+    cell = type("ExecutionResult", (), {"error_in_exec": raised.value})()
+    shell.events.trigger("post_run_cell", cell)
+    [r] = tfwb.load_results(path)
+    assert r.status == "failed" and r.error == "RuntimeError: a callback failed" and mon.result == r
+    assert len(r.step_times_s) == 20 - 1 and not shell.events.callbacks["post_run_cell"]   # and unhooked
+    mon = Monitor(path, charts=False, warmup_steps=1)          # a fit that ends well unhooks at its end
+    model().fit(data(64), epochs=1, verbose=0, callbacks=[mon])
+    assert not shell.events.callbacks["post_run_cell"]
+    assert [x.status for x in tfwb.load_results(path)] == ["failed", "ok"]
 
 
 def test_a_validation_step_that_raises_is_recorded_too(tmp_path):

@@ -198,6 +198,9 @@ def test_non_config_is_rejected():
 def test_loss_falls_over_a_longer_run():
     r = run(small(steps=60, warmup_steps=1, data_source="memory", learning_rate=3e-3))
     assert r.status == "ok", r.error
+    # One configured warm-up call is too few to tell settled steps: the runner extends it, in warm-up.
+    assert r.warmup_extra_steps >= 4 and len(r.warmup_times_s) == 1 + r.warmup_extra_steps
+    assert len(r.step_times_s) == len(r.losses) == 60
     assert np.mean(r.losses[-10:]) < np.mean(r.losses[:10])
 
 

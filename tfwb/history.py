@@ -12,17 +12,27 @@ the next append starts on a fresh line, so the torn line never swallows a later 
 A line that is complete but not a RunResult (edited by hand, another program's
 output) is skipped and reported the same way.
 
+A run can be written twice: a fit (``tfwb.keras.Monitor``) appends a record with status
+``"running"`` as it starts and the complete record, with the same ``run_id``, at its end, so
+a fit that dies anywhere (another callback raised, the kernel died) is still on disk. Nothing
+is rewritten in place: loading puts the later record where the running one stood, and reads
+a running record never completed as failed (``UNFINISHED``).
+
 Pure: standard library and ``tfwb.records`` only.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
-from typing import Any, List, Tuple, Type
+from typing import Any, Dict, List, Sequence, Tuple, Type
 
-from tfwb.records import RunResult
+from tfwb.records import RUNNING, RunResult
 
-__all__ = ["History", "load_results", "append_result"]
+__all__ = ["History", "load_results", "append_result", "completed", "UNFINISHED"]
+
+#: The error of a run whose record says it started and no later record completes it.
+UNFINISHED = "the fit stopped before its end (no record of its end: the kernel died, or it was left without a word)"
 
 
 class History:
@@ -106,6 +116,8 @@ class History:
     def load(self) -> List[Any]:
         """Every complete result in the file, in order; what was skipped goes to ``skipped``.
 
+        A run written as it started and again at its end reads once (``completed``).
+
         Returns:
             The results; ``[]`` for a file that does not exist yet. Blank lines are
             ignored; a torn or invalid line is skipped and recorded in ``skipped`` as
@@ -132,7 +144,40 @@ class History:
             except ValueError as e:
                 torn = torn_tail and n == len(raw_lines)
                 self.skipped.append((n, f"cut short (a write that did not finish): {e}" if torn else str(e)))
-        return out
+        return completed(out)
+
+
+def completed(records: Sequence[Any]) -> List[Any]:
+    """Records as a history reads them: a ``"running"`` record completed by a later one of its run.
+
+    A record with status ``"running"`` is replaced, in its place, by the next record with the
+    same ``run_id``; one that no later record completes becomes ``"failed"`` with the error
+    ``UNFINISHED``. Every other record stays as it is, duplicates included.
+
+    Example:
+        >>> from tfwb.config import RunConfig
+        >>> start = RunResult(config=RunConfig(), status="running", run_id="a")
+        >>> other = RunResult(config=RunConfig(), run_id="b")
+        >>> [(r.run_id, r.status) for r in completed([start, other, RunResult(config=RunConfig(), run_id="a")])]
+        [('a', 'ok'), ('b', 'ok')]
+        >>> [r.error for r in completed([start])] == [UNFINISHED]
+        True
+    """
+    out: List[Any] = []
+    running: Dict[str, int] = {}          # run_id -> where its running record stands in ``out``
+    for r in records:
+        run_id = getattr(r, "run_id", None)
+        if run_id and run_id in running:
+            i = running.pop(run_id)
+            out[i] = r
+        else:
+            i = len(out)
+            out.append(r)
+        if run_id and getattr(r, "status", None) == RUNNING:
+            running[run_id] = i
+    for i in running.values():
+        out[i] = dataclasses.replace(out[i], status="failed", error=UNFINISHED)
+    return out
 
 
 def load_results(path: "os.PathLike[str] | str") -> List[RunResult]:

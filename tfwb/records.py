@@ -22,7 +22,10 @@ from tfwb.limits_record import LIMIT_FIELDS, Limits, finite
 #: 3: model FLOPs per step, this machine's measured and datasheet peaks, MFU, per-call overhead
 #: (records of schema 1 and 2 load with those fields None).
 SCHEMA_VERSION = 3
-STATUSES = ("ok", "failed", "interrupted", "diverged")
+#: ``running``: the record a fit writes as it starts (``tfwb.keras.Monitor``); a later record of the same
+#: ``run_id`` completes it, and a history reads one never completed as failed (``tfwb.history``).
+RUNNING = "running"
+STATUSES = ("ok", "failed", "interrupted", "diverged", RUNNING)
 #: What a note is about. ``data``: the input pipeline; ``steps``: how steps were counted or
 #: timed; ``distribution``: strategies, replicas, clusters; ``tracing``: retracing;
 #: ``tensorflow``: a line TensorFlow's C++ code logged during the run; ``observer``: an
@@ -151,7 +154,8 @@ class RunResult:
     Args:
         config: the RunConfig that ran.
         status: ``"ok"``, ``"failed"``, ``"interrupted"`` or ``"diverged"`` (the loss
-            stopped being finite; ``error`` says at which step).
+            stopped being finite; ``error`` says at which step); ``"running"`` only on disk, in
+            the record a fit writes as it starts (``RUNNING``).
         error: the error message when the run did not finish.
         step_times_s: wall time of each measured step, including its wait for input
             (one entry per call; see ``steps_per_call``). How it was timed is
@@ -208,6 +212,10 @@ class RunResult:
             ``multi_worker``); ``None`` when the run failed before its strategy existed.
             ``config.batch_size`` is the global batch; each replica got
             ``per_replica_batch`` examples of it.
+        warmup_extra_steps: training steps the runner added to the configured warm-up because the
+            steps were still speeding up (``tfwb.warmup.extend_warmup``); they are part of
+            ``warmup_times_s``. 0 when the warm-up settled as configured, could not be extended,
+            and for results recorded before it existed.
     """
 
     config: RunConfig
@@ -241,6 +249,7 @@ class RunResult:
     input_floor_s: Optional[float] = None
     window_calls: Tuple[int, ...] = ()
     limits: Limits = field(default_factory=Limits)
+    warmup_extra_steps: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.config, RunConfig):
@@ -253,6 +262,9 @@ class RunResult:
             object.__setattr__(self, name, _floats(name, getattr(self, name)))
         object.__setattr__(self, "samples", tuple(self.samples))
         object.__setattr__(self, "window_calls", tuple(int(k) for k in self.window_calls))
+        extra = self.warmup_extra_steps
+        if isinstance(extra, bool) or not isinstance(extra, int) or extra < 0:
+            raise ValueError(f"warmup_extra_steps={extra!r} is not allowed; use an int >= 0")
         object.__setattr__(self, "notes", tuple(Note.of(n) for n in self.notes))
         # Keep the fingerprint in its JSON form (tuples as lists), so a result equals
         # its own round trip.

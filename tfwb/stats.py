@@ -31,6 +31,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
 
+from tfwb import warmup
 from tfwb.delay import delay_bound, explains  # noqa: F401 - delay_bound is read here too (stats.delay_bound)
 
 #: Verdicts ``compare`` and ``compare_rounds`` can return.
@@ -370,8 +371,11 @@ def compare(baseline: Sequence[float], candidate: Sequence[float], *,
             When either is at least ``DELAY_BUSY_SHARE``, the verdict is ``CANNOT_TELL_BUSY``
             unless the ratio is one the delay cannot explain (``delay_explains``).
 
-    A run whose last third of steps is slower or faster than its first third by more than
-    the band (``drift_of``; ``MIN_STEPS_FOR_DRIFT`` steps or more) gives ``CANNOT_TELL_DRIFT``.
+    Each run's leading steps that were still warming up (``tfwb.warmup.unsettled_steps``: slower
+    than the rest, at most a third of the run) are left out first, so a run that warms up and then
+    settles compares its settled steps. A run whose settled steps' last third is slower or faster
+    than their first third by more than the band (``drift_of``; ``MIN_STEPS_FOR_DRIFT`` steps or
+    more) gives ``CANNOT_TELL_DRIFT``: a step change mid-run or a late slowdown.
 
     Raises:
         ValueError: for empty input or a zero median.
@@ -391,7 +395,7 @@ def compare(baseline: Sequence[float], candidate: Sequence[float], *,
         'cannot tell: a run drifted'
     """
     noise = DEFAULT_NOISE if noise is None else noise
-    b, c = Spread.of(baseline), Spread.of(candidate)
+    b, c = Spread.of(warmup.settled(baseline)), Spread.of(warmup.settled(candidate))   # warm-up is not drift
     if c.median <= 0 or b.median <= 0:
         raise ValueError("step times must be positive to compute a speedup")
     speedup = b.median / c.median
@@ -422,18 +426,24 @@ def compare(baseline: Sequence[float], candidate: Sequence[float], *,
 
 
 def drift_of(times: Sequence[float]) -> Optional[float]:
-    """A run's drift: the median of its last third of steps over the median of its first third.
+    """A run's drift: the median of the last third of its settled steps over the median of their first third.
 
+    The leading steps that were still warming up (``tfwb.warmup.unsettled_steps``: slower than the
+    rest, at most a third of the run) are left out first: warm-up is not drift. A step change
+    mid-run, a late slowdown, or a slow stretch longer than the warm-up cap still shows.
     ``None`` for fewer than ``MIN_STEPS_FOR_DRIFT`` steps. Above 1: the run slowed down.
 
     Example:
         >>> drift_of([1.0] * 6 + [1.5] * 3), drift_of([1.0] * 8)
         (1.5, None)
+        >>> drift_of([1.2, 1.2, 1.15] + [1.0] * 9)     # a warm-up, then flat: no drift
+        1.0
     """
     values = [float(v) for v in times if not math.isnan(float(v))]       # in the order they ran
     if len(values) < MIN_STEPS_FOR_DRIFT:
         return None
-    k = len(values) // 3
+    values = values[warmup.unsettled_steps(values):]
+    k = max(1, len(values) // 3)
     first, last = median(values[:k]), median(values[-k:])
     return last / first if first > 0 else None
 

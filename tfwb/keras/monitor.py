@@ -24,6 +24,13 @@ enters it), and an exception passing through a step is recorded (status ``"faile
 text) and written to the history before it goes on to the caller, since Keras calls no
 ``on_train_end`` then. The model gets its own functions back at the end of the fit.
 
+A fit can also end outside its steps (another callback raises, Keras itself fails, the kernel dies),
+and no hook says so. So the history gets a record with status ``"running"`` as the fit starts, which
+the complete record (the same ``run_id``) replaces when the history is read (``tfwb.history``); one
+never completed reads as failed. In IPython the Monitor also listens for the end of the cell
+(``post_run_cell``): a fit still open then is recorded as failed with the exception that ended the
+cell (its ``error_in_exec``). Elsewhere reading ``result`` records it.
+
 The live view (a light chart in a notebook, a progress line on a terminal) is updated right after a
 window's sync, before the next call starts, so no device work runs meanwhile and its time is left out
 of the step times; it is not free, though: it runs on the training thread, so the fit takes longer.
@@ -37,6 +44,8 @@ more than ``WALL_RATE_GAP`` (``tfwb.fit_result``).
 from __future__ import annotations
 
 import dataclasses
+import sys
+import threading
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -49,13 +58,17 @@ from tfwb.history import History
 from tfwb.interrupts import INTERRUPTED, InterruptBridge
 from tfwb.keras.input_rate import InputRate, measure
 from tfwb.lifecycle import new_run_id, now_iso, run_clock
-from tfwb.records import Note, RunResult
+from tfwb.records import RUNNING, Note, RunResult
 from tfwb.timing import WINDOW_S
 from tfwb.ui import fit_view
 from tfwb.ui.view_budget import REDRAW_S, VIEW_SHARE, ViewBudget
 from tfwb.utilization import Sampler
 
 __all__ = ["Monitor", "WINDOW_S", "REDRAW_S", "VIEW_SHARE"]
+
+#: The error of a fit that left ``fit`` outside its steps, when no exception text was seen.
+LEFT_FIT = ("fit ended with an exception outside its train and validation steps (another callback or Keras "
+            "itself) before on_train_end; its text was not seen")
 
 # WINDOW_S (``tfwb.timing``), REDRAW_S and VIEW_SHARE (``tfwb.ui.view_budget``) are read from this module
 # at each fit's start: setting them here changes the Monitor's fits only.
@@ -65,9 +78,10 @@ class Monitor(keras.callbacks.Callback):
     """Measure a ``model.fit`` as ``tfwb.run`` measures a run; ``monitor.result`` is its RunResult.
 
     Args:
-        history_path (str | None, default None): a JSON-lines history file the result is
-            appended to (``tfwb.load_results`` reads it) when the fit ends, also when it raises;
-            checked in ``on_train_begin``.
+        history_path (str | None, default None): a JSON-lines history file (``tfwb.load_results``
+            reads it), checked in ``on_train_begin``: a record with status ``"running"`` is appended
+            as the fit starts and the complete one when it ends, also when it raises; a fit that
+            ends without a word (another callback raised, the kernel died) reads as failed.
         label (str | None, default None): the result's label (default: the model's name).
         charts ("auto" | bool, default "auto"): ``"auto"``: a live step-time and utilization chart
             redrawn in place in a notebook, a one-line progress on a terminal, nothing
@@ -128,6 +142,7 @@ class Monitor(keras.callbacks.Callback):
         self._training = False
         self._view: Any = None
         self._wrapped: Dict[str, Tuple[Callable, Callable]] = {}
+        self._unhook: Callable[[], None] = lambda: None
         if charts is True or (charts == "auto" and fit_view.in_kernel()):
             fit_view.import_widgets()         # now, not inside fit: a first import takes 0.1-0.5 s
 
@@ -162,6 +177,9 @@ class Monitor(keras.callbacks.Callback):
         self._view_made = self._view is not None
         if self._view_made:
             self._budget.spend(self._clock() - t)
+        if self.history_path is not None:     # on disk from the start: a fit that dies anywhere is there
+            History(self.history_path).append(self._build(RUNNING, None, partial=True))
+        self._unhook = _after_cell(self._cell_ended)
 
     def on_epoch_begin(self, epoch: int, logs: Optional[dict] = None) -> None:
         self._epoch = epoch
@@ -228,9 +246,7 @@ class Monitor(keras.callbacks.Callback):
         """
         if self._result is None and self._training:
             self._drop_open()
-            self._finish(None, status="failed",
-                         error="fit ended with an exception outside its train and validation steps (another "
-                               "callback or Keras itself) before on_train_end; its text was not seen")
+            self._finish(None, status="failed", error=LEFT_FIT)
         return self._result
 
     def input_rate(self, dataset: Any, **kwargs: Any) -> InputRate:
@@ -312,6 +328,21 @@ class Monitor(keras.callbacks.Callback):
         else:
             self._finish(None, status="failed", error=error_text(error))
 
+    def _cell_ended(self, cell: Any = None) -> None:
+        """IPython's ``post_run_cell``: a fit still open when its cell ended left ``fit`` without a word
+        (another callback raised, or Keras itself): record it as failed with the cell's exception."""
+        self._unhook()
+        if not self._training:
+            return
+        self._drop_open()
+        error = getattr(cell, "error_in_exec", None)
+        if isinstance(error, KeyboardInterrupt):
+            self._finish(INTERRUPTED)
+        elif isinstance(error, BaseException):
+            self._finish(None, status="failed", error=error_text(error))
+        else:
+            self._finish(None, status="failed", error=LEFT_FIT)
+
     def _drop_open(self) -> None:
         """The call in progress did not finish: leave it out; settle the window before it."""
         self._open = None
@@ -386,6 +417,7 @@ class Monitor(keras.callbacks.Callback):
         if not self._training:
             return
         self._training = False
+        self._unhook()
         for attr in list(self._wrapped):
             self._unwrap(attr)
         self._bridge.disarm()
@@ -440,6 +472,34 @@ def _check_writable(path: Any) -> None:
     except OSError as e:
         raise ValueError(f"history_path={str(path)!r} cannot be written ({e.strerror or e}); pick a file in a "
                          "folder you can write, or history_path=None") from None
+
+
+def _after_cell(callback: Callable[[Any], None]) -> Callable[[], None]:
+    """Call ``callback(result)`` when the running IPython cell ends (its ``post_run_cell`` event: the result's
+    ``error_in_exec`` is the exception that ended the cell, if any); returns what unregisters it (a no-op
+    outside IPython, and for a fit on another thread than the cells': its cell may end first). IPython is
+    looked up, never imported."""
+    ipython = sys.modules.get("IPython")
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    shell = None
+    try:
+        shell = ipython.get_ipython() if ipython is not None else None
+        events = shell.events
+        events.register("post_run_cell", callback)
+    except Exception:  # noqa: BLE001 - no shell, or one without events: nothing to hook
+        return lambda: None
+    done = []
+
+    def unregister() -> None:
+        if not done:
+            done.append(True)
+            try:
+                events.unregister("post_run_cell", callback)
+            except ValueError:                # already gone
+                pass
+
+    return unregister
 
 
 def _warn(what: str) -> None:

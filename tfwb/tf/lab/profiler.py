@@ -636,6 +636,7 @@ def profile(cfg: RunConfig, steps: int = 5, *, skip: int = 0, logdir: "str | os.
         raise RuntimeError(f"the profiler wrote no capture under {run_dir} (run notes: {'; '.join(result.notes)})")
     overview = tool_data(window.xplane, "overview_page")
     profiled = parse_steps(overview, cfg.steps_per_execution)
+    warmup_calls = len(result.warmup_times_s)          # the runner may have extended the warm-up
     index = tuple(s.step - warmup_calls for s in profiled if 0 <= s.step - warmup_calls < len(result.step_times_s))
     notes = []
     if warmup_calls + skip > TRACED_CALLS_LIMIT:

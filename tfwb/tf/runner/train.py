@@ -31,7 +31,10 @@ where a window closes (when ``len(run.log.losses)`` has grown), or the run shoul
 
 Either way ``step_times_s`` is the step's time with its wait for data included and
 ``input_wait_s`` is ``t1 - t0``, timed on the host for every step. Warm-up steps
-(tracing, XLA compilation, autotuning) are timed the same way and kept apart.
+(tracing, XLA compilation, autotuning) are timed the same way and kept apart. When the
+configured warm-up's steps are still speeding up, more warm-up calls run until they settle
+(``extend_warmup``, capped; ``can_extend`` says where not), and the result records how many
+(``RunResult.warmup_extra_steps``).
 
 What happens around the steps is pluggable (``tfwb.observers``): the utilization
 sampler, progress, and whatever the caller passes in ``observers`` (a target-loss
@@ -52,6 +55,7 @@ started yet (see ``tfwb.tf.runner.devices``). Importing this module changes noth
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 import time
 from dataclasses import dataclass, field
@@ -60,12 +64,12 @@ from typing import Callable, Iterator, List, Optional, Sequence
 import keras
 import tensorflow as tf
 
-from tfwb import stats, timing
+from tfwb import stats, timing, warmup
 from tfwb.timing import WINDOW_S  # noqa: F401 - part of this module's names (__all__)
 from tfwb.config import RunConfig
 from tfwb.lifecycle import Lifecycle, run_clock
 from tfwb.utilization import Sampler, default_probes, start_delay_probe, start_load_probe
-from tfwb.observers import Dispatch, Observer, RunState, StepLog
+from tfwb.observers import Dispatch, Observer, RunState, StepLog, StopAtLoss
 from tfwb.records import RunResult
 from tfwb.workloads import Workload, get_workload
 from tfwb.tf.runner.pipeline import build_dataset
@@ -312,7 +316,7 @@ def run_process(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_err
                            f"and measured {cfg.steps} -> {life.calls * spe} steps, rounded up to whole calls")
     facts: dict = {"setup_s": 0.0, "fingerprint": {}, "traces": None, "traces_warm": None, "replicas": None,
                    "input_floor_s": None}
-    failed, error = False, None
+    failed, error, extra_calls = False, None, 0
     # TF's C++ code writes to stderr directly (oneDNN's fallbacks, ...): held back here and
     # kept as notes on the result, so a notebook cell shows the run, not TF's log lines.
     with native_stderr_captured() as native:
@@ -329,6 +333,8 @@ def run_process(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_err
                 facts["setup_s"] = life.clock()
                 life.start()
                 timed_steps(p, life.warmup_calls, life.clock, log, state=state, dispatch=life.dispatch)
+                if can_extend(cfg, dataset, observers):
+                    extra_calls = extend_warmup(p, life)
                 facts["traces_warm"] = tracing_count(p.step)
                 facts["input_floor_s"] = input_floor_s(p)
                 p.floor_iterator = None
@@ -358,7 +364,42 @@ def run_process(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_err
                 raise
     state.notes.extend(_native_notes(native))
     life.end(life.status(failed))
-    return life.result(state.status, error, **facts)
+    result = life.result(state.status, error, **facts)
+    return dataclasses.replace(result, warmup_extra_steps=extra_calls * spe) if extra_calls else result
+
+
+def can_extend(cfg: RunConfig, dataset: Optional[tf.data.Dataset], observers: Sequence[Observer]) -> bool:
+    """Whether a run may extend its warm-up: not with a dataset given to it (it may end), not in a
+    cluster's workers (they must run the same steps together), not when it stops at a target loss
+    (``StopAtLoss``: steps to the target are counted from the warm-up's end, and more warm-up would
+    train the model before them)."""
+    return (dataset is None and cfg.strategy not in CLUSTER_STRATEGIES
+            and not any(isinstance(o, StopAtLoss) for o in observers))
+
+
+def extend_warmup(p: Prepared, life: Lifecycle) -> int:
+    """Run warm-up calls until the steps settle (``tfwb.warmup.extend_warmup``); returns how many ran.
+
+    Called after the configured warm-up. The calls are timed and watched as warm-up calls are
+    (a stop request ends them); ``life``'s warm-up and the run's step counts grow by them, so the
+    result keeps them apart as warm-up.
+    """
+    state, log, spe = life.state, life.log, p.cfg.steps_per_execution
+
+    def run_calls(n: int) -> List[float]:
+        before = len(log.times_s)
+        state.total_steps += n * spe
+        state.warmup_steps += n * spe
+        timed_steps(p, n, life.clock, log, state=state, dispatch=life.dispatch, first=before)
+        ran = len(log.times_s) - before
+        state.total_steps -= (n - ran) * spe
+        state.warmup_steps -= (n - ran) * spe
+        return log.times_s[before:]
+
+    extra = warmup.extend_warmup(log.times_s[:life.warmup_calls], run_calls, calls=life.calls, clock=life.clock,
+                                 should_stop=lambda: life.should_stop)
+    life.warmup_calls += extra
+    return extra
 
 
 def _native_notes(held) -> List[str]:
