@@ -121,7 +121,7 @@ def test_a_workload_of_unknown_make_gets_no_cpu_direction_and_the_measured_figur
         e = expected_for(amx, "mixed_precision", "mixed_float16", RunConfig(workload="g_unknown_make"))
         assert e.direction is None and "147x slower" in e.why and "made_of" in e.why
         dense = expected_for(amx, "mixed_precision", "mixed_float16", RunConfig(workload="g_dense_make"))
-        assert dense.direction == SLOWER and "8x slower (CI 7.3-10.1x) on mlp" in dense.why
+        assert dense.direction == SLOWER and "8.0x slower (CI 7.3-10.1x) on mlp" in dense.why
     finally:
         w.unregister_workload("g_unknown_make")
         w.unregister_workload("g_dense_make")
@@ -710,3 +710,35 @@ def test_a_gain_beyond_the_changes_own_bound_reads_as_drift_not_agreement():
     c = e.check(base, result(step_s=0.0637, wait_s=0.0))      # 1.57x faster
     assert c.agreed is None and "beyond the 1.03x its mechanism allows" in c.note
     assert change(hw, base, prefetch=True).check(base, result(step_s=0.099, wait_s=0.0)).agreed is not False
+
+
+# -- the measured table: one place, the same figures as the kept results (issue 35) ----------------------------
+def test_the_measured_table_holds_the_kept_results_exactly():
+    import json
+
+    from tfwb.advice import measured
+
+    for kind, path in measured.SOURCES.items():
+        data = json.loads((ROOT / path).read_text(encoding="utf-8"))
+        rows = {(r["workload"], r["change"]): r for r in data["rows"]}
+        mine = [m for m in measured.MEASURED if m.kind == kind]
+        assert len(mine) == len(rows), (kind, sorted(rows))
+        for m in mine:
+            r = rows[m.workload, m.value if m.knob == "mixed_precision" else m.knob]
+            if m.direction is None:
+                assert "no significant difference" in r["measured"], (kind, r)
+                continue
+            assert r["measured"].startswith(f"{m.ratio}x {m.direction}"), (kind, r["measured"], m)
+            assert r["verdict"] == m.direction
+            if m.low:
+                assert f"CI {m.low}-{m.high}x" in r["measured"], (kind, r["measured"], m)
+        assert (ROOT / path.replace(".json", ".md")).exists()
+
+
+def test_a_measured_row_refuses_a_direction_or_kind_it_cannot_have():
+    from tfwb.advice.measured import Measured
+
+    with pytest.raises(ValueError, match="direction='not slower' is not allowed"):
+        Measured("amx", "jit_compile", True, "mlp", ("dense",), NOT_SLOWER)
+    with pytest.raises(ValueError, match="kind='arm' is not allowed; a measured kind"):
+        Measured("arm", "jit_compile", True, "mlp", ("dense",), None)

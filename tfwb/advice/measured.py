@@ -94,8 +94,8 @@ class Measured:
         knob, value: the change, e.g. ``"mixed_precision"``, ``"mixed_float16"``.
         workload: the book's workload it was measured on; ``made_of`` what that is made of.
         direction: ``FASTER`` or ``SLOWER``; None for no significant difference.
-        ratio, low, high: how many times faster or slower, and its confidence interval
-            (None where the source gives none).
+        ratio, low, high: how many times faster or slower, and its confidence interval, as the
+            source prints them (``"8.0"``, ``"1.80"``); None where it gives none.
     """
 
     kind: str
@@ -104,9 +104,9 @@ class Measured:
     workload: str
     made_of: Tuple[str, ...]
     direction: Optional[str]
-    ratio: Optional[float] = None
-    low: Optional[float] = None
-    high: Optional[float] = None
+    ratio: Optional[str] = None
+    low: Optional[str] = None
+    high: Optional[str] = None
 
     def __post_init__(self) -> None:
         if self.direction not in (FASTER, SLOWER, None):
@@ -122,11 +122,11 @@ class Measured:
     def text(self) -> str:
         """e.g. ``"147x slower on images (CI 124-229x)"``, ``"no significant difference on mlp"``."""
         if self.direction is None:
-            what = "no significant difference" + (f" ({self.ratio:g}x)" if self.ratio else "")
+            what = "no significant difference"
         else:
-            what = f"{self.ratio:g}x {self.direction}" if self.ratio else self.direction
+            what = f"{self.ratio}x {self.direction}" if self.ratio else self.direction
             if self.low and self.high:
-                what += f" (CI {self.low:g}-{self.high:g}x)"
+                what += f" (CI {self.low}-{self.high}x)"
         return f"{what} on {self.workload}"
 
 
@@ -134,8 +134,8 @@ _CONV, _MLP, _TEXT = (CONVOLUTIONS, DENSE), (DENSE,), (DENSE, EMBEDDINGS)
 _BF16, _F16, _XLA = ("mixed_precision", "mixed_bfloat16"), ("mixed_precision", "mixed_float16"), ("jit_compile", True)
 
 
-def _rows(kind: str, *rows: Tuple[Tuple[str, Any], str, Tuple[str, ...], Optional[str], Optional[float],
-                                   Optional[float], Optional[float]]) -> Tuple[Measured, ...]:
+def _rows(kind: str, *rows: Tuple[Tuple[str, Any], str, Tuple[str, ...], Optional[str], Optional[str],
+                                   Optional[str], Optional[str]]) -> Tuple[Measured, ...]:
     return tuple(Measured(kind, change[0], change[1], w, m, d, r, lo, hi) for change, w, m, d, r, lo, hi in rows)
 
 
@@ -144,29 +144,29 @@ def _rows(kind: str, *rows: Tuple[Tuple[str, Any], str, Tuple[str, ...], Optiona
 #: "no significant difference" keeps the point estimate where the source printed one.
 MEASURED: Tuple[Measured, ...] = _rows(
     AVX2,
-    (_BF16, "images", _CONV, SLOWER, 8.16, 7.21, 9.39),
-    (_F16, "images", _CONV, SLOWER, 2.55, 2.26, 2.77),
+    (_BF16, "images", _CONV, SLOWER, "8.16", "7.21", "9.39"),
+    (_F16, "images", _CONV, SLOWER, "2.55", "2.26", "2.77"),
     (_XLA, "images", _CONV, None, None, None, None),
     (_BF16, "mlp", _MLP, None, None, None, None),
     (_F16, "mlp", _MLP, None, None, None, None),
     (_XLA, "mlp", _MLP, None, None, None, None),
-    (_BF16, "text", _TEXT, SLOWER, 1.34, 1.21, 1.80),
+    (_BF16, "text", _TEXT, SLOWER, "1.34", "1.21", "1.80"),
     (_F16, "text", _TEXT, None, None, None, None),
-    (_XLA, "text", _TEXT, FASTER, 2.36, 1.42, 2.73),
+    (_XLA, "text", _TEXT, FASTER, "2.36", "1.42", "2.73"),
 ) + _rows(
     AMX,
-    (_BF16, "images", _CONV, FASTER, 1.79, 1.28, 1.99),
-    (_F16, "images", _CONV, SLOWER, 147, 124, 229),
-    (_XLA, "images", _CONV, SLOWER, 2.36, None, None),
-    (_BF16, "cifar10", _CONV, FASTER, 1.84, 1.35, 2.12),
-    (_F16, "cifar10", _CONV, SLOWER, 174, 98, 209),
-    (_XLA, "cifar10", _CONV, SLOWER, 2.42, None, None),
+    (_BF16, "images", _CONV, FASTER, "1.79", "1.28", "1.99"),
+    (_F16, "images", _CONV, SLOWER, "147", "124", "229"),
+    (_XLA, "images", _CONV, SLOWER, "2.36", None, None),
+    (_BF16, "cifar10", _CONV, FASTER, "1.84", "1.35", "2.12"),
+    (_F16, "cifar10", _CONV, SLOWER, "174", "98", "209"),
+    (_XLA, "cifar10", _CONV, SLOWER, "2.42", None, None),
     (_BF16, "mlp", _MLP, None, None, None, None),
-    (_F16, "mlp", _MLP, SLOWER, 8.0, 7.3, 10.1),
+    (_F16, "mlp", _MLP, SLOWER, "8.0", "7.3", "10.1"),
     (_XLA, "mlp", _MLP, None, None, None, None),
     (_BF16, "text", _TEXT, None, None, None, None),
     (_F16, "text", _TEXT, None, None, None, None),
-    (_XLA, "text", _TEXT, FASTER, 1.35, 1.19, 1.89),
+    (_XLA, "text", _TEXT, FASTER, "1.35", "1.19", "1.89"),
 )
 
 
