@@ -6,7 +6,9 @@ workload's start (data in memory for the compute knobs, files for the input knob
 off) with ``tfwb.compare_interleaved``, and the two are set side by side: agreed, did NOT agree, or
 not judged (the rule states no direction, or the rounds did not decide). The machine is named from
 ``tfwb.hardware`` (model and the flags that matter), so a file of results is a measurement of one
-CPU kind: keep one per kind under ``benchmarks/results/knob_effects_<kind>.{json,md}``.
+CPU kind: keep one per kind under ``benchmarks/results/knob_effects_<kind>.{json,md}``. The rules read
+the kept figures from ``tfwb.advice.measured`` (one row per kind, change and workload, naming its file):
+a CPU rule states a direction only where that table has one, so a new kind's file is added there too.
 
 Usage:
     python benchmarks/knob_effects.py [--size small] [--rounds 6] [--workloads images,cifar10,mlp,text]
@@ -66,12 +68,18 @@ def measure(workload: str, group: str, name: str, change: dict, size: str, round
             "seconds": round(time.perf_counter() - began, 1)}
 
 
-def markdown(machine: str, rows: List[dict], command: str, load: dict) -> str:
-    lines = [f"# Knob effects on {machine}", "", f"Command: `{command}`", "",
-             f"Load average (1 min) at the start {load['at_start']}, at the last row {load['now']} "
-             f"on {os.cpu_count()} cores: a load above the core count means other work ran beside it.", "",
-             "| workload | change | expected (the rule, stated first) | measured (interleaved) | result |",
-             "|---|---|---|---|---|"]
+def markdown(machine: str, rows: List[dict], command: str, load: Optional[dict], cores: Optional[int] = None,
+             note: str = "") -> str:
+    """The results as Markdown; ``load`` None where the source recorded none, ``note`` a paragraph above the table."""
+    cores = cores or os.cpu_count()
+    lines = [f"# Knob effects on {machine}", "", f"Command: `{command}`", ""]
+    if note:
+        lines += [note, ""]
+    if load:
+        lines += [f"Load average (1 min) at the start {load['at_start']}, at the last row {load['now']} "
+                  f"on {cores} cores: a load above the core count means other work ran beside it.", ""]
+    lines += ["| workload | change | expected (the rule, stated first) | measured (interleaved) | result |",
+              "|---|---|---|---|---|"]
     lines += [f"| {r['workload']} | {r['change']} | {r['expected']} | {r['measured']} | {r['result']} |" for r in rows]
     return "\n".join(lines) + "\n"
 
@@ -90,8 +98,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     import tfwb
     from tfwb import hardware
 
+    from tfwb.advice import measured
+
     hw = tfwb.detect_hardware()
     machine = hardware.describe(hw)
+    kind = measured.cpu_kind(hw)
     rows = []
     load_before = os.getloadavg()
     for workload in args.workloads.split(","):
@@ -100,7 +111,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 rows.append(measure(workload, group, name, change, args.size, args.rounds))
                 print(f"{workload:8s} {name:22s} expected {rows[-1]['expected']:20s} {rows[-1]['measured']}"
                       f" -> {rows[-1]['result']}", flush=True)
-                out = {"machine": machine, "cpu_model": hw.cpu_model, "cpu_flags": list(hw.cpu_flags),
+                out = {"machine": machine, "cpu_kind": kind, "cpu_model": hw.cpu_model, "cpu_flags": list(hw.cpu_flags),
                        "load_average_1min": {"at_start": round(load_before[0], 2),
                                              "now": round(os.getloadavg()[0], 2)},
                        "command": "python " + " ".join([os.path.relpath(__file__, ROOT)] + sys.argv[1:]),

@@ -162,6 +162,31 @@ def test_no_module_but_config_spells_the_policy_to_dtype_map():
     assert [c.split(":")[0] for c in copies] == ["config.py"], copies
 
 
+def _compute_bound(workload: str) -> RunResult:
+    return RunResult(config=RunConfig(workload=workload), step_times_s=(20.0,) * 5, input_wait_s=(0.1,) * 5)
+
+
+@pytest.mark.parametrize("machine, workload, policy", [
+    ("cpu-2core-avx512-amx", "images", "mixed_bfloat16"),     # measured 1.79x faster there: suggested
+    ("cpu-2core-avx512-amx", "mlp", None),                    # no significant difference: not suggested
+    ("binder-2core-avx2", "images", None),                    # 8.16x slower on AVX2: not suggested
+    ("cpu-2core-avx512-bf16", "images", None),                # bfloat16 hardware, never measured: not suggested
+    ("colab-t4", "images", "mixed_float16"),                  # a T4's float16 Tensor Cores
+])
+def test_the_precision_diagnose_suggests_is_the_one_expected_faster(machine, workload, policy):
+    d = diagnosis.diagnose(_compute_bound(workload), hardware=DESCRIBED[machine])
+    assert [s[1] for s in d.suggestions if s[0] == "mixed_precision"] == ([policy] if policy else [])
+
+
+def test_a_cpu_with_bfloat16_hardware_is_offered_bfloat16_not_float16():
+    offer = ADVICE["mixed_precision"].suggest
+    cfg = RunConfig()
+    for machine, policy in (("cpu-2core-avx512-amx", "mixed_bfloat16"), ("cpu-2core-avx512-bf16", "mixed_bfloat16"),
+                            ("arm-graviton3", "mixed_bfloat16"), ("binder-2core-avx2", "mixed_float16"),
+                            ("colab-t4", "mixed_float16"), ("h100", "mixed_bfloat16")):
+        assert offer("mixed_precision", cfg, DESCRIBED[machine])[0] == policy, machine
+
+
 @pytest.mark.tf
 @pytest.mark.parametrize("policy", MIXED_PRECISION)
 def test_the_runner_benchmarks_the_peak_of_the_one_maps_dtype(policy, monkeypatch):

@@ -173,10 +173,10 @@ def test_bfloat16_sentences():
     assert ": no fixed expectation" in a100 and "already run on TF32 Tensor Cores" in a100
 
 
-@pytest.mark.parametrize("flags, phrase", [
-    (("avx2",), "slower than float32: this CPU has no bfloat16 instructions"),
-    (("avx512f", "avx512_bf16"), "not slower than float32: AVX-512 BF16"),
-    (("amx_bf16",), "not slower than float32: AMX runs bfloat16"),
+@pytest.mark.parametrize("flags, phrase", [     # the images CNN, RunConfig's default workload
+    (("avx2",), "slower than float32: measured on an AVX2 CPU"),
+    (("avx512f", "avx512_bf16"), "no fixed expectation: not measured on this kind of CPU (an AVX-512 BF16 CPU"),
+    (("amx_bf16",), "faster than float32: measured on an AVX-512 BF16/FP16 CPU with AMX"),
 ])
 def test_bfloat16_on_cpu_depends_on_flags(flags, phrase):
     (line,) = expectations(RunConfig(mixed_precision="mixed_bfloat16"), {"gpus": [], "cpu_flags": flags})
@@ -192,7 +192,8 @@ def test_tpu_without_tpu_says_it_will_fail_and_what_to_pick():
 
 def test_mirrored_and_xla_expectations():
     lines = expectations(RunConfig(strategy="mirrored", jit_compile=True), NO_GPU)
-    assert lines[0].startswith("jit_compile=True on this CPU (2 cores, AVX-512, BF16): not faster")
+    assert lines[0].startswith("jit_compile=True on this CPU (2 cores, AVX-512, BF16): no fixed expectation: "
+                               "not measured on this kind of CPU")
     assert lines[1].startswith("strategy='mirrored' on this CPU (2 cores, AVX-512, BF16): slower")
     two = {"gpus": A100.gpus * 2}
     xla, mirrored = expectations(RunConfig(strategy="mirrored", jit_compile=True), two)

@@ -22,27 +22,24 @@ ROOT = Path(__file__).resolve().parents[1]
 MACHINES = ("binder-2core-avx2", "cpu-2core-avx512-bf16", "cpu-2core-avx512-amx", "colab-t4",
             "a100", "h100", "l4", "tpu-vm", "tpu-v5e")
 X = None  # no fixed expectation on that machine
-C2 = (SLOWER, SLOWER)    # the two TPU VMs' hosts without strategy='tpu': CPUs without BF16 or FP16
+C3 = (X, X, X)           # the CPUs with no workload named: a CPU direction depends on what the model is made of
+C2 = (X, X)              # the two TPU VMs' hosts without strategy='tpu': the same
 
 # The book's expectations, knob x machine (columns in MACHINES order), with no baseline:
 # the limit is the row's, or unknown. Without strategy="tpu" a TPU VM's step runs on its
 # host CPU (the last two columns); TPU_MATRIX has the TPU itself. On compute capability
 # >= 8.0 (A100, H100, L4) float32 already runs on TF32 Tensor Cores, so a 16-bit policy is
-# faster only on a compute-bound step: no fixed expectation while the limit is unknown.
+# faster only on a compute-bound step: no fixed expectation while the limit is unknown. On a CPU,
+# precision and XLA go a measured way only for a model made like a measured one (CPU_MEASURED).
 MATRIX = {
-    ("mixed_precision", "mixed_float16", None): (SLOWER, SLOWER, X, FASTER, X, X, X) + C2,
-    ("mixed_precision", "mixed_float16", "compute"): (SLOWER, SLOWER, X, FASTER, FASTER, FASTER, FASTER) + C2,
-    ("mixed_precision", "mixed_bfloat16", None): (SLOWER, NOT_SLOWER, NOT_SLOWER, NOT_FASTER, X, X, X) + C2,
-    ("mixed_precision", "mixed_bfloat16", "compute"): (SLOWER, NOT_SLOWER, NOT_SLOWER, NOT_FASTER, FASTER,
-                                                       FASTER, FASTER) + C2,
-    ("mixed_precision", "mixed_float16", "input"): (NOT_FASTER, NOT_FASTER, X, NOT_SLOWER, NOT_SLOWER,
-                                                    NOT_SLOWER, NOT_SLOWER, NOT_FASTER, NOT_FASTER),
-    ("mixed_precision", "mixed_float16", "overhead"): (SLOWER, SLOWER, X, NOT_FASTER, NOT_FASTER,
-                                                       NOT_FASTER, NOT_FASTER) + C2,
-    # XLA on a CPU: "not faster" against oneDNN's kernels (on by default with AVX-512 VNNI/BF16 or AMX);
-    # no fixed direction against Eigen's (the AVX2 CPUs: Binder's, the TPU VMs' hosts).
-    ("jit_compile", True, None): (X, NOT_FASTER, NOT_FASTER) + (NOT_SLOWER,) * 4 + (X, X),
-    ("jit_compile", True, "overhead"): (X, NOT_FASTER, NOT_FASTER) + (FASTER,) * 4 + (X, X),
+    ("mixed_precision", "mixed_float16", None): C3 + (FASTER, X, X, X) + C2,
+    ("mixed_precision", "mixed_float16", "compute"): C3 + (FASTER, FASTER, FASTER, FASTER) + C2,
+    ("mixed_precision", "mixed_bfloat16", None): C3 + (NOT_FASTER, X, X, X) + C2,
+    ("mixed_precision", "mixed_bfloat16", "compute"): C3 + (NOT_FASTER, FASTER, FASTER, FASTER) + C2,
+    ("mixed_precision", "mixed_float16", "input"): C3 + (NOT_SLOWER, NOT_SLOWER, NOT_SLOWER, NOT_SLOWER) + C2,
+    ("mixed_precision", "mixed_float16", "overhead"): C3 + (NOT_FASTER, NOT_FASTER, NOT_FASTER, NOT_FASTER) + C2,
+    ("jit_compile", True, None): C3 + (NOT_SLOWER,) * 4 + C2,
+    ("jit_compile", True, "overhead"): C3 + (FASTER,) * 4 + C2,
     ("steps_per_execution", 8, None): (NOT_SLOWER,) * 9,
     ("steps_per_execution", 8, "overhead"): (NOT_SLOWER,) * 3 + (FASTER,) * 4 + (NOT_SLOWER,) * 2,
     ("strategy", "mirrored", None): (SLOWER,) * 3 + (NOT_FASTER,) * 4 + (SLOWER,) * 2,
@@ -72,6 +69,64 @@ TPU_MATRIX = {
 }
 
 
+# On each CPU kind (a described machine's CPU standing in, with no GPU), per workload: (mixed_float16,
+# mixed_bfloat16, jit_compile) against float32 without XLA. A direction only where measured
+# (tfwb.advice.measured: AVX2 and AMX), except float16 with convolutions, slower on every CPU kind.
+CPU_KINDS = ("binder-2core-avx2", "colab-t4", "cpu-2core-avx512-bf16", "cpu-2core-avx512-amx", "arm-graviton3",
+             "apple-m2")
+UNMEASURED = {"images": (SLOWER, X, X), "cifar10": (SLOWER, X, X), "mlp": (X, X, X), "text": (X, X, X)}
+CPU_MEASURED = {
+    "binder-2core-avx2": {"images": (SLOWER, SLOWER, X), "cifar10": (SLOWER, SLOWER, X), "mlp": (X, X, X),
+                          "text": (X, SLOWER, FASTER)},
+    "cpu-2core-avx512-amx": {"images": (SLOWER, FASTER, SLOWER), "cifar10": (SLOWER, FASTER, SLOWER),
+                             "mlp": (SLOWER, X, X), "text": (X, X, FASTER)},
+    **{kind: UNMEASURED for kind in ("colab-t4", "cpu-2core-avx512-bf16", "arm-graviton3", "apple-m2")},
+}
+
+
+@pytest.mark.parametrize("workload", ("images", "cifar10", "mlp", "text"))
+@pytest.mark.parametrize("kind", CPU_KINDS)
+def test_each_cpu_kind_states_only_what_was_measured_on_it(kind, workload):
+    from tfwb.hardware import with_cpu_of
+
+    hw = with_cpu_of({"gpus": [], "cpu_count": 2}, kind)
+    base = RunConfig(workload=workload, data_source="memory")
+    got = tuple(expected_for(hw, knob, value, base)
+                for knob, value in (("mixed_precision", "mixed_float16"), ("mixed_precision", "mixed_bfloat16"),
+                                    ("jit_compile", True)))
+    assert tuple(e.direction for e in got) == CPU_MEASURED[kind][workload], [e.why for e in got]
+    measured_here = kind in ("binder-2core-avx2", "cpu-2core-avx512-amx")
+    for e in got:
+        assert ("not measured on this kind of CPU" in e.why) == (not measured_here), e.why
+        assert "benchmarks/results/knob_effects_" in e.why or not measured_here
+        if e.direction in (FASTER, SLOWER) and measured_here and "convolutions" not in e.why:
+            assert f" on {workload}" in e.why or workload == "cifar10", e.why
+
+
+def test_float16_with_convolutions_is_slower_whatever_float16_instructions_the_cpu_lists():
+    for flags in ((), ("avx2",), ("avx2", "avx512f", "avx512_fp16"), ("avx2", "avx512f", "amx_fp16"),
+                  ("avx2", "avx_ne_convert"), ("asimd", "fphp", "bf16")):
+        e = expected_for({"gpus": [], "cpu_flags": flags, "cpu_count": 2}, "mixed_precision", "mixed_float16",
+                         RunConfig(workload="images"))
+        assert e.direction == SLOWER and "no fast float16 path" in e.why, (flags, e.why)
+
+
+def test_a_workload_of_unknown_make_gets_no_cpu_direction_and_the_measured_figures():
+    import tfwb.workloads as w
+
+    w.register_workload("g_unknown_make", model_fn=lambda cfg: None, data_fn=lambda cfg: None)
+    w.register_workload("g_dense_make", model_fn=lambda cfg: None, data_fn=lambda cfg: None, made_of=("dense",))
+    try:
+        amx = DESCRIBED["cpu-2core-avx512-amx"]
+        e = expected_for(amx, "mixed_precision", "mixed_float16", RunConfig(workload="g_unknown_make"))
+        assert e.direction is None and "147x slower" in e.why and "made_of" in e.why
+        dense = expected_for(amx, "mixed_precision", "mixed_float16", RunConfig(workload="g_dense_make"))
+        assert dense.direction == SLOWER and "8.0x slower (CI 7.3-10.1x) on mlp" in dense.why
+    finally:
+        w.unregister_workload("g_unknown_make")
+        w.unregister_workload("g_dense_make")
+
+
 @pytest.mark.parametrize("machine", ("tpu-vm", "tpu-v5e"))
 @pytest.mark.parametrize("knob_name, value", list(TPU_MATRIX))
 def test_expected_direction_on_the_tpu_itself(knob_name, value, machine):
@@ -94,21 +149,24 @@ AMPERE_WHY = ("float32 matmuls and convolutions already run on TF32 Tensor Cores
               "which shows only on a step big enough to keep the GPU busy; small models gain little "
               "(TensorFlow's mixed-precision guide). Measure a baseline: its bound decides")
 
-# The sentence a reader of chapter 00 sees before the mixed_float16 run, per machine.
+# The sentence a reader of chapter 00 sees before the mixed_float16 run on its images CNN, per machine.
+F16_CONV = ("TF's CPU convolutions and their gradients have no fast float16 path, whatever float16 instructions "
+            "the CPU lists; ")
+AVX2_IMAGES = ("measured on an AVX2 CPU without AVX-512 (benchmarks/results/knob_effects_avx2.md): 2.55x slower "
+               "(CI 2.26-2.77x) on images")
+AMX_CONV = "147x slower (CI 124-229x) on images, 174x slower (CI 98-209x) on cifar10"
+AMX = "an AVX-512 BF16/FP16 CPU with AMX (Sapphire Rapids class)"
 MIXED_FLOAT16 = {
     "binder-2core-avx2":
-        "Expecting: mixed_precision='mixed_float16' on this CPU (2 cores, AVX2): slower (without "
-        "AVX-512, oneDNN runs no float16 at all: TF falls back to generic Eigen kernels, often many "
-        "times slower).",
+        "Expecting: mixed_precision='mixed_float16' on this CPU (2 cores, AVX2): slower (" + F16_CONV + AVX2_IMAGES
+        + ").",
     "cpu-2core-avx512-bf16":
-        "Expecting: mixed_precision='mixed_float16' on this CPU (2 cores, AVX-512, BF16): slower (oneDNN "
-        "runs no float16 on this CPU (that takes AVX-512 FP16, AMX-FP16 or AVX-NE-CONVERT, which it "
-        "lacks): TF falls back to generic Eigen kernels, often many times slower, and the policy's casts "
-        "cost time on top).",
+        "Expecting: mixed_precision='mixed_float16' on this CPU (2 cores, AVX-512, BF16): slower (" + F16_CONV
+        + "not measured on this kind of CPU (an AVX-512 BF16 CPU without AMX): " + AMX + ", the nearest measured "
+        "kind, measured " + AMX_CONV + ").",
     "cpu-2core-avx512-amx":
-        "Expecting: mixed_precision='mixed_float16' on this CPU (2 cores, AVX-512, BF16, FP16, AMX): no "
-        "fixed direction (this CPU has float16 arithmetic that TF's CPU kernels can use, but whether it "
-        "outweighs the casts on a small model was not measured for the book).",
+        "Expecting: mixed_precision='mixed_float16' on this CPU (2 cores, AVX-512, BF16, FP16, AMX): slower ("
+        + F16_CONV + "measured on " + AMX + " (benchmarks/results/knob_effects_amx.md): " + AMX_CONV + ").",
     "colab-t4":
         "Expecting: mixed_precision='mixed_float16' on Tesla T4 (compute capability 7.5): faster "
         "(float16 Tensor Cores (compute capability 7.5) run matmuls and convolutions several times "
@@ -119,33 +177,33 @@ MIXED_FLOAT16 = {
        for m, name, cc in (("a100", "NVIDIA A100-SXM4-40GB", "8.0"), ("h100", "NVIDIA H100 80GB HBM3", "9.0"),
                            ("l4", "NVIDIA L4", "8.9"))},
     "tpu-vm":     # without strategy='tpu' the step runs on the host CPU
-        "Expecting: mixed_precision='mixed_float16' on this TPU VM's host CPU (96 cores, AVX-512): slower "
-        "(oneDNN runs no float16 on this CPU (that takes AVX-512 FP16, AMX-FP16 or AVX-NE-CONVERT, which it "
-        "lacks): TF falls back to generic Eigen kernels, often many times slower, and the policy's casts "
-        "cost time on top).",
+        "Expecting: mixed_precision='mixed_float16' on this TPU VM's host CPU (96 cores, AVX-512): slower ("
+        + F16_CONV + "not measured on this kind of CPU (an AVX-512 CPU without bfloat16 instructions): an AVX2 "
+        "CPU without AVX-512, the nearest measured kind, measured 2.55x slower (CI 2.26-2.77x) on images).",
     "tpu-v5e":
-        "Expecting: mixed_precision='mixed_float16' on this TPU VM's host CPU (24 cores, AVX2): slower "
-        "(without AVX-512, oneDNN runs no float16 at all: TF falls back to generic Eigen kernels, often many "
-        "times slower).",
+        "Expecting: mixed_precision='mixed_float16' on this TPU VM's host CPU (24 cores, AVX2): slower ("
+        + F16_CONV + AVX2_IMAGES + ").",
 }
 
 
 @pytest.mark.parametrize("machine", MACHINES)
 def test_the_mixed_float16_sentence_each_machine_prints(machine):
-    assert str(change(DESCRIBED[machine], mixed_precision="mixed_float16")) == MIXED_FLOAT16[machine]
+    images = RunConfig(workload="images")
+    assert str(change(DESCRIBED[machine], images, mixed_precision="mixed_float16")) == MIXED_FLOAT16[machine]
 
 
 @pytest.mark.parametrize("machine, measured_s, verdict", [
-    ("binder-2core-avx2", [2.4] * 9, "agreed"),          # FACTS: 2.4x slower (bfloat16 on AVX2)
-    ("cpu-2core-avx512-bf16", [1.6] * 9, "agreed"),      # FACTS: 1.6x slower
+    ("binder-2core-avx2", [2.55] * 9, "agreed"),         # measured: 2.55x slower on the images CNN (AVX2)
+    ("cpu-2core-avx512-bf16", [1.6] * 9, "agreed"),      # convolutions in float16: slower on every CPU
     ("colab-t4", [0.6] * 9, "agreed"),                   # Tensor Cores
     ("h100", [0.5] * 9, "cannot tell"),                  # no measured limit: no fixed expectation
     ("tpu-vm", [2.0] * 9, "agreed"),                     # the host CPU, without strategy='tpu': slower
-    ("cpu-2core-avx512-amx", [1.6] * 9, "cannot tell"),  # no fixed expectation: never "did NOT agree"
+    ("cpu-2core-avx512-amx", [147.0] * 9, "agreed"),     # measured: 147x slower on the images CNN (AMX)
 ])
 def test_each_machine_agrees_with_what_it_should_measure(machine, measured_s, verdict):
     float32_s = [1.0] * 9
-    c = change(DESCRIBED[machine], mixed_precision="mixed_float16").check(float32_s, measured_s)
+    images = RunConfig(workload="images")
+    c = change(DESCRIBED[machine], images, mixed_precision="mixed_float16").check(float32_s, measured_s)
     assert c.result == verdict, str(c)
 
 
@@ -167,9 +225,9 @@ def test_target_and_where():
 
 
 def test_a_tpu_vm_without_the_tpu_strategy_gets_its_host_cpu_rules():
-    cfg = RunConfig(strategy="default")
+    cfg = RunConfig(strategy="default", workload="images")
     e = expected_for(DESCRIBED["tpu-vm"], "mixed_precision", "mixed_bfloat16", cfg)
-    assert e.direction == SLOWER and "no bfloat16 instructions" in e.why   # its host has no BF16
+    assert e.direction is None and "not measured on this kind of CPU (an AVX-512 CPU without bfloat16" in e.why
     on_tpu = expected_for(DESCRIBED["tpu-vm"], "mixed_precision", "mixed_bfloat16", RunConfig(strategy="tpu"))
     assert on_tpu.direction == NOT_SLOWER
     assert change(DESCRIBED["tpu-vm"], cfg, mixed_precision="mixed_bfloat16").claim.endswith(
@@ -398,10 +456,11 @@ def test_table_lists_every_machine_and_change():
         assert f"## {name}: " in text and f" {name} |" in text
     for label, *_ in expect.TABLE_CHANGES:
         assert text.count(f"| {label} | ") == 1 + len(DESCRIBED)    # the summary row, a row per machine
-    assert ("| mixed_precision='mixed_float16' | slower | slower | - | faster | - | - | - | slower | slower |"
+    # no workload named: a CPU states no direction for precision (it depends on the model's make)
+    assert ("| mixed_precision='mixed_float16' | - | - | - | faster | - | - | - | - | - | - | - |"
             in text)
-    assert ("| mixed_precision='mixed_float16', compute-bound run | slower | slower | - | faster | faster | "
-            "faster | faster | slower | slower |" in text)
+    assert ("| mixed_precision='mixed_float16', compute-bound run | - | - | - | faster | faster | "
+            "faster | faster | - | - | - | - |" in text)
     assert "| under strategy='tpu': steps_per_execution=8 | - | - | - | - | - | - | - | faster | faster |" in text
 
 
@@ -411,31 +470,20 @@ def test_the_committed_table_is_up_to_date():
         "run: python benchmarks/expectations.py"
 
 
-@pytest.mark.parametrize("flags, half, bf16", [
-    ((), SLOWER, SLOWER),                                  # no /proc/cpuinfo: no claim about AVX-512
-    (("fp", "asimd"), SLOWER, SLOWER),                     # Arm without half or bfloat16 arithmetic
-    (("fp", "asimd", "fphp", "bf16"), None, None),         # Arm v8.2+ with both: not measured
+@pytest.mark.parametrize("flags, kind", [
+    ((), "a CPU that lists no features"),                  # no /proc/cpuinfo: no claim about its kind
+    (("fp", "asimd"), "an Arm CPU"),                       # Arm without half or bfloat16 arithmetic
+    (("fp", "asimd", "fphp", "bf16"), "an Arm CPU"),       # Arm v8.2+ with both: not measured either
+    (("avx2", "avx512f", "avx512bw", "avx512_fp16"), "an AVX-512 CPU without bfloat16 instructions"),
 ])
-def test_cpus_with_unknown_or_arm_flags(flags, half, bf16):
+def test_cpus_never_measured_say_so_instead_of_borrowing_a_direction(flags, kind):
     hw = {"gpus": [], "cpu_flags": flags, "cpu_count": 4}
-    h = expected_for(hw, "mixed_precision", "mixed_float16")
-    b = expected_for(hw, "mixed_precision", "mixed_bfloat16")
-    assert (h.direction, b.direction) == (half, bf16)
-    assert "AVX-512" not in h.why and "AVX-512 BF16 or AMX" not in b.why
-
-
-# -- chapter 03: which CPUs oneDNN runs float16 on, and memory per policy -------------------------------
-@pytest.mark.parametrize("flags, half", [
-    (("avx2", "avx512f", "avx512bw", "avx512_bf16"), SLOWER),          # AVX-512 alone: no float16 in oneDNN
-    (("avx2", "avx512f", "avx512bw", "avx512_fp16"), None),             # Sapphire Rapids: oneDNN float16
-    (("avx2", "avx512f", "avx512bw", "amx_fp16"), None),                # AMX-FP16 (Granite Rapids)
-    (("avx2", "avx_ne_convert"), None),                                 # AVX-NE-CONVERT without AVX-512
-])
-def test_onednn_float16_needs_fp16_instructions_not_just_avx512(flags, half):
-    e = expected_for({"gpus": [], "cpu_flags": flags, "cpu_count": 2}, "mixed_precision", "mixed_float16")
-    assert e.direction == half, e.text()
-    if half == SLOWER:
-        assert "oneDNN runs no float16 on this CPU" in e.why and "Eigen" in e.why
+    for workload in ("mlp", "text"):
+        for knob, value in (("mixed_precision", "mixed_float16"), ("mixed_precision", "mixed_bfloat16"),
+                            ("jit_compile", True)):
+            e = expected_for(hw, knob, value, RunConfig(workload=workload))
+            assert e.direction is None, e.why
+            assert e.why.startswith(f"not measured on this kind of CPU ({kind}): ") and "nearest measured" in e.why
 
 
 def test_float16_on_a_tpu_is_refused_not_expected_slower():
@@ -596,13 +644,14 @@ def test_tpu_rules_match_the_tensorflow_and_cloud_tpu_facts():
     assert "mixed_bfloat16" in expect.source("mixed_precision", "tpu")
 
 
-def test_cpu_rules_match_onednn_facts():
-    # tensorflow/core/util/util.cc: oneDNN bfloat16 needs AVX-512 BF16 or AMX; float16 needs AVX-512 FP16,
-    # AMX-FP16 or AVX-NE-CONVERT. Without them the policy is slower (the guide: "much slower" on CPUs).
-    for machine, bf16_native in (("binder-2core-avx2", False), ("cpu-2core-avx512-bf16", True),
-                                 ("cpu-2core-avx512-amx", True), ("tpu-v5e", False)):
-        e = expected_for(DESCRIBED[machine], "mixed_precision", "mixed_bfloat16")
-        assert (e.direction == NOT_SLOWER) == bf16_native and (e.direction == SLOWER) == (not bf16_native)
+def test_bfloat16_rules_match_what_each_kind_measured():
+    # AMX runs bfloat16 convolutions natively (1.79-1.84x faster); an AVX2 CPU converts in software (8.16x
+    # slower); an AVX-512 BF16 CPU without AMX was never measured: no direction, and it says so.
+    images = RunConfig(workload="images")
+    for machine, direction in (("binder-2core-avx2", SLOWER), ("cpu-2core-avx512-bf16", None),
+                               ("cpu-2core-avx512-amx", FASTER), ("tpu-v5e", SLOWER)):
+        e = expected_for(DESCRIBED[machine], "mixed_precision", "mixed_bfloat16", images)
+        assert e.direction == direction, e.why
     assert "util.cc" in expect.source("mixed_precision", "cpu")
 
 
@@ -661,3 +710,35 @@ def test_a_gain_beyond_the_changes_own_bound_reads_as_drift_not_agreement():
     c = e.check(base, result(step_s=0.0637, wait_s=0.0))      # 1.57x faster
     assert c.agreed is None and "beyond the 1.03x its mechanism allows" in c.note
     assert change(hw, base, prefetch=True).check(base, result(step_s=0.099, wait_s=0.0)).agreed is not False
+
+
+# -- the measured table: one place, the same figures as the kept results (issue 35) ----------------------------
+def test_the_measured_table_holds_the_kept_results_exactly():
+    import json
+
+    from tfwb.advice import measured
+
+    for kind, path in measured.SOURCES.items():
+        data = json.loads((ROOT / path).read_text(encoding="utf-8"))
+        rows = {(r["workload"], r["change"]): r for r in data["rows"]}
+        mine = [m for m in measured.MEASURED if m.kind == kind]
+        assert len(mine) == len(rows), (kind, sorted(rows))
+        for m in mine:
+            r = rows[m.workload, m.value if m.knob == "mixed_precision" else m.knob]
+            if m.direction is None:
+                assert "no significant difference" in r["measured"], (kind, r)
+                continue
+            assert r["measured"].startswith(f"{m.ratio}x {m.direction}"), (kind, r["measured"], m)
+            assert r["verdict"] == m.direction
+            if m.low:
+                assert f"CI {m.low}-{m.high}x" in r["measured"], (kind, r["measured"], m)
+        assert (ROOT / path.replace(".json", ".md")).exists()
+
+
+def test_a_measured_row_refuses_a_direction_or_kind_it_cannot_have():
+    from tfwb.advice.measured import Measured
+
+    with pytest.raises(ValueError, match="direction='not slower' is not allowed"):
+        Measured("amx", "jit_compile", True, "mlp", ("dense",), NOT_SLOWER)
+    with pytest.raises(ValueError, match="kind='arm' is not allowed; a measured kind"):
+        Measured("arm", "jit_compile", True, "mlp", ("dense",), None)

@@ -389,3 +389,35 @@ def test_resolve_factory_registers_what_a_module_function_returns(tmp_path, monk
         resolve_factory("no_such_module_j8:register")
     with pytest.raises(ValueError, match="is not allowed; workload must be one of .* or 'module:function'"):
         resolve_factory("nothing-here")
+
+
+# -- what a model is made of (issue 35: a CPU rule depends on it) ------------------------------------
+def test_made_of_is_validated_naming_the_value_and_the_parts():
+    w = register_workload(NAME, model_fn=model_a, data_fn=data_a, made_of=["dense", "embeddings", "dense"])
+    assert w.made_of == ("dense", "embeddings") and get_workload(NAME).made_of == ("dense", "embeddings")
+    assert register_workload(NAME, model_fn=model_a, data_fn=data_a).made_of == ()     # unknown by default
+    for bad, match in (("dense", r"made_of='dense' is not allowed; a tuple of some of"),
+                       (("dense", "lstm"), r"'lstm' is not a part; made_of must be some of \('convolutions'")):
+        with pytest.raises(ValueError, match=match):
+            register_workload(NAME, model_fn=model_a, data_fn=data_a, made_of=bad)
+
+
+def test_each_builtin_declares_what_its_model_is_made_of():
+    from tfwb.workloads import MADE_OF, PARTS
+
+    assert {n: get_workload(n).made_of for n in MADE_OF} == MADE_OF
+    assert all(get_workload(n).made_of and set(get_workload(n).made_of) <= set(PARTS) for n in MADE_OF)
+
+
+@pytest.mark.parametrize("name", ("images", "mlp", "text", "cifar10"))
+def test_a_builtin_models_layers_are_what_it_declares(name):
+    pytest.importorskip("tensorflow")
+    import tfwb.tf  # noqa: F401  (TensorFlow, quietly)
+
+    model = get_workload(name).model_fn(RunConfig(workload=name, size="small"))
+    kinds = {type(layer).__name__ for layer in model._flatten_layers(include_self=False, recursive=True)}
+    found = {part for part, names in (("convolutions", ("Conv1D", "Conv2D", "Conv3D", "DepthwiseConv2D",
+                                                        "SeparableConv2D")),
+                                      ("dense", ("Dense", "EinsumDense")), ("embeddings", ("Embedding",)))
+             if kinds & set(names)}
+    assert found == set(get_workload(name).made_of), sorted(kinds)

@@ -29,6 +29,27 @@ from tfwb import knobs as _knobs
 #: the ones it honours in ``source_knobs``.
 SOURCE_KNOBS: Tuple[str, ...] = _knobs.names("source")
 
+#: What a model may be made of (``Workload.made_of``): the rules of ``tfwb.advice`` state a CPU
+#: direction for a change only where it was measured on a model made of the same parts.
+PARTS: Tuple[str, ...] = ("convolutions", "dense", "embeddings")
+
+
+def check_made_of(made_of: Any) -> Tuple[str, ...]:
+    """``made_of`` as a tuple of ``PARTS``; ``ValueError`` naming the value and the parts allowed.
+
+    Example:
+        >>> check_made_of(["dense", "embeddings"])
+        ('dense', 'embeddings')
+    """
+    if isinstance(made_of, str) or not isinstance(made_of, (tuple, list)):
+        raise ValueError(f"made_of={made_of!r} is not allowed; a tuple of some of {PARTS} "
+                         "(() when unknown)")
+    unknown = [p for p in made_of if p not in PARTS]
+    if unknown:
+        raise ValueError(f"made_of={tuple(made_of)!r} is not allowed: {', '.join(map(repr, unknown))} is not "
+                         f"a part; made_of must be some of {PARTS} (() when unknown)")
+    return tuple(dict.fromkeys(made_of))
+
 #: Input knobs tfwb applies to every workload's dataset (role ``"pipeline"``;
 #: ``tfwb.tf.runner.pipeline.finish``).
 GENERIC_KNOBS: Tuple[str, ...] = _knobs.names("pipeline")
@@ -137,6 +158,9 @@ class Workload:
             (a map after the shuffle, per element or per batch; a files or generator
             source): ``source_fn(cfg, tuning) -> tfwb.tf.runner.pipeline.Source``. ``None``:
             the source is ``data_fn(cfg)``.
+        made_of: what the model is made of, some of ``PARTS`` (``"convolutions"``,
+            ``"dense"``, ``"embeddings"``); ``()``: unknown. The expectations of precision
+            and XLA on a CPU depend on it (``tfwb.advice.measured``).
 
     Example:
         >>> get_workload("mlp").applies("interleave")
@@ -152,8 +176,10 @@ class Workload:
     data_sources: Mapping[str, str] = field(default_factory=lambda: dict(USER_DATA_SOURCES))
     source_knobs: Tuple[str, ...] = ()
     source_fn: Optional[Callable[..., Any]] = None
+    made_of: Tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "made_of", check_made_of(self.made_of))
         unknown = sorted(set(self.source_knobs) - set(SOURCE_KNOBS))
         if unknown:
             raise ValueError(f"source_knobs={tuple(self.source_knobs)!r} is not allowed; "
@@ -355,19 +381,26 @@ def check_dataset(value: Any, workload: str, *, default_loss: bool = True) -> Tu
 
 
 def _builtin(name: str, module: str, *, description: str, data_sources: Mapping[str, str],
-             source_knobs: Tuple[str, ...] = (), source_fn: bool = False) -> Workload:
+             source_knobs: Tuple[str, ...] = (), source_fn: bool = False,
+             made_of: Tuple[str, ...] = ()) -> Workload:
     """A built-in workload whose ``model``, ``data`` (and ``source``) live in ``module``."""
     def ref(attr: str) -> Ref:
         return Ref(f"{module}:{attr}", f"{attr} of built-in workload {name!r}")
 
     return Workload(name=name, model_fn=ref("model"), data_fn=ref("data"), builtin=True,
                     description=description, data_sources=dict(data_sources),
-                    source_knobs=source_knobs, source_fn=ref("source") if source_fn else None)
+                    source_knobs=source_knobs, source_fn=ref("source") if source_fn else None,
+                    made_of=made_of)
 
+
+#: What each built-in model is made of, declared here so nothing imports TensorFlow to read it
+#: (tests/test_workloads.py checks each against the layers of the model its module builds).
+MADE_OF: Dict[str, Tuple[str, ...]] = {"images": ("convolutions", "dense"), "mlp": ("dense",),
+                                       "text": ("embeddings", "dense"), "cifar10": ("convolutions", "dense")}
 
 _BUILTINS = (
     _builtin(
-        "images", "tfwb.tf.workloads.images", source_fn=True,
+        "images", "tfwb.tf.workloads.images", source_fn=True, made_of=MADE_OF["images"],
         description="small CNN on generated labelled images stored as PNG shards on disk",
         data_sources={
             "files": "tf.data reads the PNG shards; every pipeline knob applies",
@@ -376,21 +409,21 @@ _BUILTINS = (
         },
         source_knobs=SOURCE_KNOBS),
     _builtin(
-        "mlp", "tfwb.tf.workloads.mlp",
+        "mlp", "tfwb.tf.workloads.mlp", made_of=MADE_OF["mlp"],
         description="deep narrow MLP on generated rows held in memory: many small ops per step",
         data_sources={
             "files": "tf.data over the rows in memory (no files: cache, shuffle, batch, prefetch apply)",
             "memory": "the first batches staged in memory and repeated (compute-only ceiling)",
         }),
     _builtin(
-        "text", "tfwb.tf.workloads.text",
+        "text", "tfwb.tf.workloads.text", made_of=MADE_OF["text"],
         description="small transformer classifier on generated token sequences (Tensor-Core-shaped)",
         data_sources={
             "files": "tf.data over the sequences in memory (no files: cache, shuffle, batch, prefetch apply)",
             "memory": "the first batches staged in memory and repeated (compute-only ceiling)",
         }),
     _builtin(
-        "cifar10", "tfwb.tf.workloads.cifar", source_fn=True,
+        "cifar10", "tfwb.tf.workloads.cifar", source_fn=True, made_of=MADE_OF["cifar10"],
         description="small CNN on CIFAR-10 via keras.datasets (cached on disk; generated images when offline)",
         data_sources={
             "files": "tf.data over the training images in memory; the crop-and-flip augmentation runs per "
@@ -404,7 +437,8 @@ _REGISTRY: Dict[str, Workload] = {w.name: w for w in _BUILTINS}
 
 
 def register_workload(name: str, model_fn: Factory, data_fn: Factory,
-                      loss: Any = None, *, description: str = "") -> Workload:
+                      loss: Any = None, *, description: str = "",
+                      made_of: Tuple[str, ...] = ()) -> Workload:
     """Register (or replace) a workload so ``RunConfig(workload=name)`` can use it.
 
     Its data honours ``data_source`` ``"files"`` (tf.data over ``data_fn``'s dataset)
@@ -420,6 +454,9 @@ def register_workload(name: str, model_fn: Factory, data_fn: Factory,
             or ``"module:attribute"``.
         loss: a Keras loss object or callable; ``None`` = sparse CE from logits.
         description: one line shown in tables.
+        made_of: what the model is made of, some of ``PARTS`` (``"convolutions"``, ``"dense"``,
+            ``"embeddings"``); ``()`` (the default): unknown. On a CPU, precision and XLA
+            are expected to go a measured way only for a model made like one measured.
 
     Returns:
         The registered ``Workload``.
@@ -431,8 +468,9 @@ def register_workload(name: str, model_fn: Factory, data_fn: Factory,
     use fail with a ``ValueError`` naming what was returned and what is needed.
 
     Raises:
-        ValueError: for an empty or built-in name, or factories that are neither
-            callable nor ``"module:attribute"`` strings.
+        ValueError: for an empty or built-in name, factories that are neither
+            callable nor ``"module:attribute"`` strings, or a ``made_of`` with a part
+            not in ``PARTS``.
 
     Example:
         >>> register_workload("mine", model_fn=lambda cfg: build(), data_fn=lambda cfg: ds)  # doctest: +SKIP
@@ -442,6 +480,7 @@ def register_workload(name: str, model_fn: Factory, data_fn: Factory,
         raise ValueError(f"name={name!r} is not allowed; name must be a non-empty string")
     if name in _REGISTRY and _REGISTRY[name].builtin:
         raise ValueError(f"name={name!r} is a built-in workload; pick another name")
+    made_of = check_made_of(made_of)
     seen: Dict[str, Any] = {}          # the features' shape, from data_fn (the runner builds data first)
 
     def checked_data(value: Any) -> Any:
@@ -454,7 +493,7 @@ def register_workload(name: str, model_fn: Factory, data_fn: Factory,
     model = _factory("model_fn", model_fn, checked_model)
     data = _factory("data_fn", data_fn, checked_data)
     _REGISTRY[name] = Workload(name=name, model_fn=model, data_fn=data, loss=loss,
-                               description=description)
+                               description=description, made_of=made_of)
     return _REGISTRY[name]
 
 

@@ -6,6 +6,8 @@
 - ``tfwb.advice.directions``: the directions a rule answers with (``FASTER``...,
   ``Expected``);
 - ``tfwb.advice.expected``: ``expected_for``, which runs a knob's rule for a baseline;
+- ``tfwb.advice.measured``: the knob effects measured per CPU kind and model composition, the only
+  source of a CPU rule's direction for precision and XLA;
 - ``tfwb.advice.bounds``: the Amdahl bound of a change on a measured run (``Bound``);
 - ``tfwb.advice.machine``: which machine, and where the step runs on it;
 - ``tfwb.advice.sources``: the published facts behind each rule;

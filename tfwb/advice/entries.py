@@ -145,12 +145,18 @@ def _data_source(knob: str, cfg: Any, machine: Machine) -> Optional[Tuple[Any, s
     return "files", "read the files with tf.data instead of a Python generator"
 
 
+#: CPU flags of bfloat16 hardware (AMX, AVX-512 BF16; Arm's bf16): a CPU with them is offered bfloat16.
+BF16_CPU_FLAGS = frozenset({"amx_bf16", "avx512_bf16", "bf16"})
+
+
 def _policy(knob: str, cfg: Any, machine: Machine) -> Optional[Tuple[Any, str]]:
-    """bfloat16 where it has matrix units (a TPU, compute capability 8.0 on), else float16."""
+    """bfloat16 where it has matrix units (a TPU, compute capability 8.0 on) or, with no GPU, a CPU
+    with bfloat16 hardware (AMX, AVX-512 BF16); else float16. The rule then decides whether it shows."""
     if cfg.mixed_precision != "off":
         return None
     cc = machine.compute_capability
-    return ("mixed_bfloat16" if machine.tpu or (cc and cc >= (8, 0)) else "mixed_float16"), ""
+    bf16_cpu = not machine.gpus and bool(BF16_CPU_FLAGS & set(machine.cpu_flags))
+    return ("mixed_bfloat16" if machine.tpu or (cc and cc >= (8, 0)) or bf16_cpu else "mixed_float16"), ""
 
 
 def _steps_per_call(knob: str, cfg: Any, machine: Machine) -> Optional[Tuple[Any, str]]:

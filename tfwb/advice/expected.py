@@ -72,8 +72,12 @@ def expected_for(hardware: MachineLike, knob: str, value: Any = True, baseline: 
         >>> from tfwb.hardware import DESCRIBED
         >>> expected_for(DESCRIBED["colab-t4"], "mixed_precision", "mixed_float16").direction
         'faster'
-        >>> expected_for(DESCRIBED["binder-2core-avx2"], "mixed_precision", "mixed_float16").direction
+        >>> from tfwb.config import RunConfig
+        >>> cnn, mlp = RunConfig(workload="images"), RunConfig(workload="mlp")
+        >>> expected_for(DESCRIBED["binder-2core-avx2"], "mixed_precision", "mixed_float16", cnn).direction
         'slower'
+        >>> print(expected_for(DESCRIBED["binder-2core-avx2"], "mixed_precision", "mixed_float16", mlp).direction)
+        None
     """
     if bound is not _UNSET:
         warnings.warn("expected_for(bound=...) is now expected_for(limit=...): 'bound' names the Amdahl "

@@ -11,16 +11,19 @@ A rule raises ``ValueError`` for a value that is the baseline itself.
 Adding a knob's expectation is one function here, named by the knob's entry in
 ``tfwb.advice.entries.ADVICE``; ``tfwb.advice.expected.expected_for`` runs it. Where the
 step runs comes from ``tfwb.advice.machine``; the published facts behind each rule are in
-``tfwb.advice.sources``.
+``tfwb.advice.sources``. On a CPU, precision and XLA state a direction only where it was
+measured on that kind of CPU, for a model made of the same parts (``tfwb.advice.measured``);
+elsewhere their reason says it was not measured and what the nearest measured kind measured.
 
 Pure: no TensorFlow.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
+from tfwb.advice import measured
 from tfwb.advice.directions import FASTER, NOT_FASTER, NOT_SLOWER, SAME, SLOWER, Expected
-from tfwb.advice.machine import best_compute_capability, cpu_flags, target
+from tfwb.advice.machine import best_compute_capability, target
 from tfwb.bottleneck import COMPUTE, INPUT, OVERHEAD
 from tfwb.hardware import Machine, MachineLike
 
@@ -104,7 +107,6 @@ def _precision(hw: MachineLike, value: str, kind: str, limit: Optional[str],
     if value not in ("mixed_float16", "mixed_bfloat16"):
         raise ValueError(f"mixed_precision={value!r} is not allowed; 'mixed_float16' or 'mixed_bfloat16'")
     half = value == "mixed_float16"
-    flags = cpu_flags(hw)
     if kind == "none":
         return Expected(None, "no TPU here: the run fails before any work; pick strategy='default'", than)
     if kind == "tpu":
@@ -138,52 +140,76 @@ def _precision(hw: MachineLike, value: str, kind: str, limit: Optional[str],
         why = (f"{tc} Tensor Cores (compute capability {cc[0]}.{cc[1]}) run matmuls and convolutions "
                "several times faster than float32 and halve activation memory, on a step busy with them")
         return _downgrade(Expected(FASTER, why, than), limit)
-    # CPU: x86 flags name the instructions; Arm lists "fphp" (float16) and "bf16".
-    arm = "asimd" in flags
-    if half:
-        # TF's oneDNN runs float16 only with AVX-512 FP16 or AMX-FP16 (on AVX-512 BW), or with
-        # AVX-NE-CONVERT (IsDataTypeSupportedByOneDNNOnThisCPU in tensorflow/core/util/util.cc).
-        if (flags & {"avx512_fp16", "amx_fp16"} or "avx_ne_convert" in flags
-                or (arm and "fphp" in flags)):
-            return Expected(None, "this CPU has float16 arithmetic that TF's CPU kernels can use, but "
-                            "whether it outweighs the casts on a small model was not measured for "
-                            "the book", than)
-        if "avx512f" in flags:
-            why = ("oneDNN runs no float16 on this CPU (that takes AVX-512 FP16, AMX-FP16 or "
-                   "AVX-NE-CONVERT, which it lacks): TF falls back to generic Eigen kernels, often "
-                   "many times slower, and the policy's casts cost time on top")
-        elif flags and not arm:
-            why = ("without AVX-512, oneDNN runs no float16 at all: TF falls back to generic Eigen "
-                   "kernels, often many times slower")
-        else:
-            why = ("no float16 arithmetic is listed for this CPU: TF's CPU kernels are fastest in "
-                   "float32, and the policy adds casts")
-        return _downgrade(Expected(SLOWER, why, than), limit)
-    if "amx_bf16" in flags:
-        return Expected(NOT_SLOWER, "AMX runs bfloat16 matmuls natively through oneDNN: about float32 "
-                        "speed on a small model, faster on large matmuls", than)
-    if "avx512_bf16" in flags:
-        return Expected(NOT_SLOWER, "AVX-512 BF16 gives oneDNN native bfloat16 dot products: about "
-                        "float32 speed", than)
-    if arm and "bf16" in flags:
-        return Expected(None, "this Arm CPU has bfloat16 instructions that TF's oneDNN/ACL kernels can "
-                        "use; not measured for the book", than)
-    if flags and not arm:
-        why = ("this CPU has no bfloat16 instructions (no AVX-512 BF16 or AMX): every bfloat16 op "
-               "converts in software")
-    else:
-        why = ("no bfloat16 instructions are listed for this CPU: every bfloat16 op converts in "
-               "software")
-    return _downgrade(Expected(SLOWER, why, than), limit)
+    return _downgrade(_precision_cpu(hw, value, baseline), limit)
 
 
-#: CPU features with which TensorFlow's x86 Linux builds turn oneDNN's kernels on by default (TF 2.9
-#: release notes: "CPUs with neural-network-focused hardware features such as AVX512_VNNI, AVX512_BF16,
-#: AMX"); elsewhere its CPU kernels are Eigen's unless TF_ENABLE_ONEDNN_OPTS=1.
-ONEDNN_DEFAULT_FLAGS = frozenset({"avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8"})
+#: Why a measured CPU direction holds: (policy, CPU kind, direction) -> the mechanism, one clause.
+_PRECISION_WHY = {
+    ("mixed_bfloat16", measured.AMX, FASTER): "AMX runs bfloat16 matmuls and convolutions natively through oneDNN",
+    ("mixed_bfloat16", measured.AVX2, SLOWER): "this CPU has no bfloat16 instructions (no AVX-512 BF16 or "
+                                               "AMX): every bfloat16 op converts in software",
+    ("mixed_float16", measured.AMX, SLOWER): "the float16 matmul peak bounds one matmul, not a training step: "
+                                             "TF's CPU kernels have no fast float16 training path",
+}
+#: float16 with convolutions on any CPU: the mechanism, measured on every kind that was measured.
+F16_CONVOLUTIONS = ("TF's CPU convolutions and their gradients have no fast float16 path, whatever float16 "
+                    "instructions the CPU lists")
 
 
-def _jit(kind: str, limit: Optional[str], flags: frozenset = frozenset()) -> Expected:
+def _made_of(baseline: Any) -> Optional[Tuple[str, ...]]:
+    """What the baseline's workload is made of (``Workload.made_of``); None when unknown."""
+    from tfwb.workloads import get_workload     # at call time: tfwb.config imports the workloads late
+
+    name = getattr(_config(baseline), "workload", None)
+    if not isinstance(name, str):
+        return None
+    try:
+        return get_workload(name).made_of or None
+    except ValueError:                          # a workload registered in another process
+        return None
+
+
+def _measured(hw: MachineLike, knob: str, value: Any, baseline: Any, why: Dict[Tuple[Any, Any, str], str],
+              than: str) -> Expected:
+    """A CPU direction from ``tfwb.advice.measured``: the one measured on this kind of CPU for a model
+    made like the baseline's, with its mechanism; else no direction, saying what was measured."""
+    kind, made_of = measured.cpu_kind(hw), _made_of(baseline)
+    found = measured.evidence(kind, knob, value, made_of)
+    if found is None:
+        return Expected(None, measured.not_measured(kind, knob, value, made_of), than)
+    direction, text = found
+    mechanism = why.get((value, kind, direction)) if direction else None
+    return Expected(direction, text + (f": {mechanism}" if mechanism else ""), than)
+
+
+def _precision_cpu(hw: MachineLike, value: str, baseline: Any) -> Expected:
+    """A 16-bit policy on a CPU: the direction measured on this kind (``tfwb.advice.measured``).
+
+    float16 with convolutions is slower on every CPU kind (the mechanism is TF's kernels, not the
+    CPU's instructions: 2.55x on AVX2, 147-174x on AMX); otherwise a direction only where measured.
+    """
+    than = "float32"
+    made_of = _made_of(baseline)
+    if value == "mixed_float16" and measured.composition(made_of) == (measured.CONVOLUTIONS,):
+        kind = measured.cpu_kind(hw)
+        found = measured.evidence(kind, "mixed_precision", value, made_of)
+        return Expected(SLOWER, F16_CONVOLUTIONS + "; " + (
+            found[1] if found else measured.not_measured(kind, "mixed_precision", value, made_of)), than)
+    return _measured(hw, "mixed_precision", value, baseline, _PRECISION_WHY, than)
+
+
+#: Why a measured XLA direction holds on a CPU: (True, CPU kind, direction) -> the mechanism.
+_JIT_WHY = {
+    (True, measured.AVX2, FASTER): "XLA fuses the step's many small ops (attention, normalization) that TF's "
+                                   "own Eigen kernels run one by one",
+    (True, measured.AMX, FASTER): "XLA fuses the step's many small ops (attention, normalization) that TF runs "
+                                  "one by one",
+    (True, measured.AMX, SLOWER): "XLA's CPU convolutions lose to the oneDNN kernels TF's own path uses on "
+                                  "this CPU",
+}
+
+
+def _jit(hw: MachineLike, kind: str, limit: Optional[str], baseline: Any = None) -> Expected:
     than = "jit_compile=False"
     if kind == "none":
         return Expected(None, "no TPU here: the run fails before any work; pick strategy='default'", than)
@@ -196,12 +222,8 @@ def _jit(kind: str, limit: Optional[str], flags: frozenset = frozenset()) -> Exp
         return Expected(NOT_SLOWER, "large matmuls and convolutions run in the same cuBLAS/cuDNN "
                         "kernels either way; XLA fuses the small ops around them (the first step "
                         "compiles)", than)
-    if flags & ONEDNN_DEFAULT_FLAGS:
-        return Expected(NOT_FASTER, "XLA's CPU code generation rarely beats the oneDNN kernels TF's own CPU "
-                        "path uses on this CPU: often slower on small models; the first step compiles", than)
-    return Expected(None, "on this CPU TF's own kernels are Eigen's (oneDNN is on by default only with "
-                    "AVX-512 VNNI/BF16 or AMX): XLA's fused code can beat them or lose to them, depending on "
-                    "the model; the first step compiles", than)
+    e = _measured(hw, "jit_compile", True, baseline, _JIT_WHY, than)
+    return Expected(e.direction, e.why + " (the first step compiles)", than)
 
 
 def _steps_per_call(kind: str, limit: Optional[str]) -> Expected:
@@ -344,7 +366,7 @@ def jit_rule(hw: MachineLike, value: Any, baseline: Any, limit: Optional[str]) -
     """jit_compile=True: the step compiled by XLA."""
     if not value:
         raise ValueError("jit_compile=False is the baseline; turn it on to compare")
-    return _downgrade(_jit(_kind(hw, baseline), limit, cpu_flags(hw)), limit)
+    return _downgrade(_jit(hw, _kind(hw, baseline), limit, baseline), limit)
 
 
 def steps_rule(hw: MachineLike, value: Any, baseline: Any, limit: Optional[str]) -> Expected:

@@ -23,7 +23,13 @@ SOURCES: Dict[Tuple[str, Optional[str]], str] = {
     ("mixed_precision", "cpu"): (
         "TensorFlow mixed-precision guide: mixed precision runs on CPUs, usually much slower; "
         "TensorFlow source tensorflow/core/util/util.cc (IsDataTypeSupportedByOneDNNOnThisCPU): oneDNN "
-        "runs bfloat16 with AVX-512 BF16 or AMX, float16 with AVX-512 FP16, AMX-FP16 or AVX-NE-CONVERT"),
+        "runs bfloat16 with AVX-512 BF16 or AMX, float16 with AVX-512 FP16, AMX-FP16 or AVX-NE-CONVERT; "
+        "a direction only where measured per CPU kind and model (tfwb.advice.measured: "
+        "benchmarks/results/knob_effects_avx2.md, knob_effects_amx.md)"),
+    ("jit_compile", "cpu"): (
+        "TensorFlow XLA guide: fusion cuts kernel launches and memory traffic; the first call compiles; "
+        "on a CPU a direction only where measured per CPU kind and model (tfwb.advice.measured: "
+        "benchmarks/results/knob_effects_avx2.md, knob_effects_amx.md)"),
     ("mixed_precision", "tpu"): (
         "TensorFlow mixed-precision guide: use mixed_bfloat16 on TPUs (float16 is not supported there); "
         "Cloud TPU docs, 'The bfloat16 numerical format': the matrix units multiply in bfloat16"),

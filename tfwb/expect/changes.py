@@ -36,7 +36,8 @@ def change(hardware: MachineLike, baseline: Any = None, **change: Any) -> AB:
 
     Example:
         >>> from tfwb.hardware import DESCRIBED
-        >>> e = change(DESCRIBED["binder-2core-avx2"], mixed_precision="mixed_float16")
+        >>> from tfwb.config import RunConfig
+        >>> e = change(DESCRIBED["binder-2core-avx2"], RunConfig(workload="images"), mixed_precision="mixed_float16")
         >>> e.expected, e.claim
         ('slower', "mixed_precision='mixed_float16' on this CPU (2 cores, AVX2)")
         >>> print(e.check([1.0] * 9, [1.6] * 9))   # doctest: +NORMALIZE_WHITESPACE

@@ -120,4 +120,5 @@ def register() -> Workload:
     """
     return register_workload(NAME, model_fn=convnet, data_fn=data,
                              description="Keras's Simple MNIST convnet (F. Chollet), re-typed; "
-                                         "MNIST or generated 28x28 images")
+                                         "MNIST or generated 28x28 images",
+                             made_of=("convolutions", "dense"))     # what the CPU rules read (tfwb.advice.measured)
