@@ -284,7 +284,7 @@ def separate_runs(bench: Bench, picked: Dict[str, Any], pairs: int, aa: int) -> 
     counted_changes = [CANDIDATES[n] for n in counted]
 
     def run(kind: str, name: str, on: bool) -> None:
-        changes = CANDIDATES[name] if on else {}
+        changes = CANDIDATES[name] if on else {}           # "baseline": every candidate off
         bench.set_knobs(changes)
         row = bench.click_run()
         row.update(kind=kind, change=name, on=on, changes=changes,
@@ -304,7 +304,7 @@ def separate_runs(bench: Bench, picked: Dict[str, Any], pairs: int, aa: int) -> 
             run("change", name, False)
             run("change", name, True)
     fastest = max(counted, key=lambda n: picked[n]["speedup"]) if counted else None
-    for name, on in ((next(iter(CANDIDATES)), False), (fastest, True)):
+    for name, on in (("baseline", False), (fastest, True)):
         if name is None:
             continue
         for _ in range(aa + 1):

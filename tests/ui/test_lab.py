@@ -492,9 +492,9 @@ def _browser_cpu_during_a_run(page, wb, times: dict, tmp_path: Path) -> None:
     wb.scroll_into_view_if_needed()
     page.evaluate(JS_WATCH_BAR)
     t = time.perf_counter()
-    with CpuTrace(0.1) as trace:
-        time.sleep(2.0)                           # the page idle, for comparison (printed, not asserted)
-        idle = trace.share(trace.points[0][0], trace.points[-1][0])
+    page.evaluate("() => document.activeElement && document.activeElement.blur()")   # as a click on Run does:
+    with CpuTrace(0.1) as trace:                                                       # no caret blinking in a box
+        idle = _settle(trace)                     # what earlier steps left the browser to draw is drawn first
         page.evaluate(JS_EXECUTE, f"r = wb.run(steps={BUDGET_STEPS})")
         window = wait_for_windows(path, 1, RUN_TIMEOUT_MS / 1000)[-1]
         time.sleep(0.15)                          # one more sample after the window's end
@@ -503,15 +503,37 @@ def _browser_cpu_during_a_run(page, wb, times: dict, tmp_path: Path) -> None:
     share = trace.share(window["start"], window["end"])
     seconds = window["end"] - window["start"]
     moves = [m for m in page.evaluate("() => window.__tfwbBar") if window["start"] <= m <= window["end"]]
+    bins = [trace.share(a, min(a + 1.0, window["end"])) for a in _frange(window["start"], window["end"], 1.0)]
     print(f"\n[ui] browser CPU over {seconds:.2f} s of measured steps: {100 * share:.2f} % of "
-          f"{trace.cores} cores (idle page before the run: {100 * idle:.2f} %); the bar changed {len(moves)} times",
-          flush=True)
+          f"{trace.cores} cores (each second: {', '.join(f'{100 * b:.1f}' for b in bins)}; the idle page before "
+          f"the run: {100 * idle:.2f} %); the bar changed {len(moves)} times", flush=True)
     assert share <= BROWSER_BUDGET, (f"the browser used {100 * share:.2f} % of the machine's {trace.cores} cores "
                                      f"during a run's measured steps (budget {100 * BROWSER_BUDGET:.0f} %)")
     assert len(moves) <= seconds / BAR_REDRAW_S + 2, (len(moves), seconds)
     expect(wb.locator(".tfwb-progress-text")).to_have_text(
         f"{BUDGET_STEPS + 1} / {BUDGET_STEPS + 1} steps: ok", timeout=UI_TIMEOUT_MS)   # the final state drew
     page.wait_for_function("() => window.__tfwbExecuted === true", timeout=UI_TIMEOUT_MS)
+
+
+def _frange(start: float, end: float, step: float) -> list:
+    out = []
+    while start < end - 0.2:
+        out.append(start)
+        start += step
+    return out
+
+
+def _settle(trace, budget_s: float = 15.0) -> float:
+    """Wait (at most ``budget_s``) until the browser used at most ``BROWSER_BUDGET`` of the cores over the last
+    second: on a loaded machine it may still be drawing what earlier steps sent. That last second's share."""
+    from browser_cpu import BROWSER_BUDGET
+
+    deadline = time.monotonic() + budget_s
+    while True:
+        time.sleep(1.0)
+        idle = trace.share(trace.points[-11][0], trace.points[-1][0]) if len(trace.points) > 10 else 1.0
+        if idle <= BROWSER_BUDGET or time.monotonic() > deadline:
+            return idle
 
 
 def teardown_module(module):

@@ -40,10 +40,11 @@ __all__ = ["ViewBudget", "REDRAW_S", "BAR_REDRAW_S", "VIEW_SHARE", "FIRST_DRAW_S
 #: The live view (progress text, and a chart when the budget allows) is updated at most this often.
 REDRAW_S = 2.0
 #: The Workbench's progress bar (a bar and a line of text, no chart) moves at most this often during a
-#: run; its last step and the result always draw. At 0.5 s (twice a second) headless Chromium used
-#: 2.01 % of 2 busy cores over a run's measured steps in tests/ui/test_lab.py (budget 2 %): once a
-#: second keeps the bar alive to the eye at about half the drawing.
-BAR_REDRAW_S = 1.0
+#: run; its last step and the result always draw. Each move costs headless Chromium tens of
+#: milliseconds of CPU in a notebook page (layout of the page around it): tests/ui/test_lab.py measured
+#: the browser at 2.01 % of 2 busy cores over a run's measured steps with a move every 0.5 s and
+#: 1.8-3.9 % with one every 1 s (budget 2 %), so it moves as often as the Monitor's view (``REDRAW_S``).
+BAR_REDRAW_S = REDRAW_S
 #: The live view may take at most this share of the wall time so far: a chart is drawn only
 #: when the view's time so far plus the chart's expected cost stays within it.
 VIEW_SHARE = 0.03
