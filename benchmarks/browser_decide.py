@@ -76,6 +76,7 @@ JS_EXECUTE = """(code) => {
 }"""
 RUN_TIMEOUT_S = 600
 DECIDE_TIMEOUT_S = 600
+STARTED_WITHIN_S = 30          # a decide click that neither disables Run nor changes the status by then did nothing
 
 
 def cpu_kind() -> str:
@@ -219,9 +220,11 @@ class Bench:
     def decide(self) -> Optional[str]:
         """Click the Workbench's decide button once, if it offers one; the verdict after (None: not offered).
 
-        The decision has ended when the status line has changed, Run is enabled again and either the verdict
-        is no longer "cannot tell" or the button is gone or disabled (looked at every 2 s: a decision is a
-        comparison of several rounds)."""
+        Looked at every 2 s (a decision is a comparison of several rounds): it has ended when Run, disabled
+        meanwhile, is enabled again; or, where Run stays enabled, when the status line has changed and its
+        verdict is no longer "cannot tell" or the button is gone or disabled. A click that changes nothing
+        within ``STARTED_WITHIN_S`` did nothing (main at 87c424c offered the button on an A/A pair and its
+        click left the status as it was for 10 minutes)."""
         button = self.wb.locator(".tfwb-decide")
         if button.count() == 0 or not button.last.is_visible() or not button.last.is_enabled():
             return None
@@ -229,11 +232,19 @@ class Bench:
         before = status.inner_text()
         button.last.click()
         run = self.wb.locator(".tfwb-run")
-        deadline = time.monotonic() + DECIDE_TIMEOUT_S
+        clicked = time.monotonic()
+        deadline, started = clicked + DECIDE_TIMEOUT_S, False
         while time.monotonic() < deadline:
             time.sleep(2.0)
             now = status.inner_text()
-            if now == before or not run.is_enabled():
+            if not run.is_enabled():
+                started = True                            # a decision runs with Run disabled
+                continue
+            if started:
+                break                                     # ... and Run is enabled again: it ended
+            if now == before:
+                if time.monotonic() - clicked > STARTED_WITHIN_S:
+                    break                                 # the click started nothing and changed nothing
                 continue
             verdict = previous_verdict(now)
             if verdict is None or "cannot tell" not in verdict.lower():
