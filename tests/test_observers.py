@@ -54,6 +54,38 @@ def test_progress_counts_training_steps_per_call():
     assert seen == [(2, 8), (4, 8), (6, 8), (8, 8)]
 
 
+def test_progress_settled_only_speaks_between_the_windowed_loops_windows_and_at_the_end():
+    """In the windowed loop a settled-only Progress is called only after a window's sync (never while a
+    window's calls are still being timed), and always at the last call; a plain one after every call."""
+    import types
+
+    from tfwb.lifecycle import Lifecycle
+    from tfwb.timing import windowed_loop
+
+    now = [0.0]
+
+    def step(iterator):
+        now[0] += 0.03                      # 30 ms a call: windows of 4 calls (WINDOW_S = 0.1 s)
+        return 1.0
+
+    stepper = types.SimpleNamespace(takes_iterator=True, iterator=None, step=step)
+    cfg = RunConfig(steps=10, warmup_steps=0)
+    seen, every, open_at_call = [], [], []
+
+    def settled(done, total):
+        seen.append(done)
+        open_at_call.append(len(life.log.times_s) - len(life.log.losses))   # calls in an open window
+
+    life = Lifecycle(cfg, [Progress(settled, settled_only=True),
+                           Progress(lambda done, total: every.append(done))], clock=lambda: now[0])
+    life.start()
+    windowed_loop(stepper, 10, life.clock, life.log, sync=lambda: None, read=lambda outs: [1.0] * len(outs),
+                  state=life.state, dispatch=life.dispatch)
+    assert life.log.windows == [4, 4, 2]
+    assert seen == [4, 8, 10] and set(open_at_call) == {0}
+    assert every == list(range(1, 11))
+
+
 def _log_step(s: RunState, loss: float, t0: float) -> None:
     s.log.starts_s.append(t0)
     s.log.times_s.append(0.5)

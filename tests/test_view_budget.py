@@ -1,6 +1,7 @@
 """Tests of tfwb.ui.view_budget: when a live view may update, and when that update may be a chart.
 
-A fake clock drives everything: no drawing, no widgets, no sleeps.
+A fake clock drives everything: no drawing, no sleeps (the Workbench's bar test builds its widgets,
+headless).
 """
 from __future__ import annotations
 
@@ -57,3 +58,35 @@ def test_the_first_chart_of_a_kind_sets_its_expected_cost_for_the_process(monkey
     assert not later.chart_allowed(4.0, Unknown())      # now 0.5 s expected: 11 % of 4.5 s
     assert later.chart_allowed(5.0, Unknown())
     assert later.chart_allowed(1.0, Light())             # another kind keeps its own first cost
+
+
+# -- the Workbench's progress bar: the same budget --------------------------------------------------------
+def test_the_workbench_bar_moves_at_most_every_bar_redraw_s_and_always_at_the_end(monkeypatch):
+    """Progress every 10 ms for 3 s moves the bar about 3 / BAR_REDRAW_S times, not 300; the last step
+    always draws, and a new run's bar starts afresh."""
+    from tfwb.config import KNOBS, RunConfig
+    from tfwb.ui import panel as panel_module
+    from tfwb.ui.controller import WorkbenchController
+    from tfwb.ui.controls import build_controls
+
+    bench = WorkbenchController(RunConfig(steps=300, warmup_steps=1))
+    controls = build_controls(KNOBS, {n: getattr(bench.baseline, n) for n in KNOBS})
+    panel = panel_module.WorkbenchPanel(bench, controls, KNOBS, hardware={})
+    now = [1000.0]
+    monkeypatch.setattr(panel_module.time, "monotonic", lambda: now[0])
+    moves = []
+    original = panel._move_bar
+    monkeypatch.setattr(panel, "_move_bar", lambda done, total, text: (moves.append(done),
+                                                                       original(done, total, text)))
+    for run in range(2):
+        moves.clear()
+        panel.on_run_start(bench.config(), run + 1, None, stoppable=True)
+        for done in range(1, 302):
+            now[0] += 0.01
+            panel.on_progress(done, 301, False)
+        assert moves[-1] == 301 and panel.progress.value == 301
+        assert panel.progress_text.value == "301 / 301 steps"
+        assert 2 <= len(moves) <= 3.01 / view_budget.BAR_REDRAW_S + 2, moves
+        gaps = [b - a for a, b in zip(moves, moves[1:-1])]
+        assert all(g * 0.01 >= view_budget.BAR_REDRAW_S - 1e-9 for g in gaps), gaps
+        assert moves[0] == 1                    # a new run's first progress draws at once

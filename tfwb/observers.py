@@ -175,15 +175,35 @@ def _overrides(obj: Any, hook: str) -> bool:
 class Progress(Observer):
     """Calls ``callback(steps_done, steps_total)`` after every call of the step function.
 
+    With ``settled_only`` it calls back only where no timing window is open: after a call whose
+    window has closed (every call so far has its loss, ``len(run.log.losses)``: with windowed timing
+    after a window's sync, with per-step timing after every call), and always at the last call. A
+    view it drives then never does its work inside a measured window.
+
     Args:
         callback: receives training steps done (warm-up included) and the total.
+        settled_only: call back only between timing windows (and at the end).
+
+    Example:
+        >>> seen = []
+        >>> p = Progress(lambda done, total: seen.append(done), settled_only=True)
+        >>> run = RunState(config=None, log=StepLog(times_s=[0.1, 0.1]), clock=lambda: 0.0,
+        ...                total_steps=3, warmup_steps=0)
+        >>> p.on_step_end(run, 1)               # two calls in an open window: nothing said
+        >>> run.log.losses.extend([1.0, 0.9])   # the window closed
+        >>> p.on_step_end(run, 1); seen
+        [2]
     """
 
-    def __init__(self, callback: Callable[[int, int], None]) -> None:
+    def __init__(self, callback: Callable[[int, int], None], *, settled_only: bool = False) -> None:
         self.callback = callback
+        self.settled_only = settled_only
 
     def on_step_end(self, run: RunState, step: int) -> None:
-        self.callback(min((step + 1) * run.steps_per_call, run.total_steps), run.total_steps)
+        done = min((step + 1) * run.steps_per_call, run.total_steps)
+        if self.settled_only and done < run.total_steps and len(run.log.losses) < len(run.log.times_s):
+            return                            # a window is open: its calls are still being timed
+        self.callback(done, run.total_steps)
 
 
 class StopAtLoss(Observer):

@@ -103,7 +103,8 @@ class ControllerEvents:
         """Run ``number`` (1-based) of ``cfg`` starts; ``stoppable``: it is on the background thread."""
 
     def on_progress(self, steps_done: int, steps_total: int, stopping: bool) -> None:
-        """The runner's progress (every step: throttle what you draw)."""
+        """The runner's progress, after each timing window closes (every step with per-step timing) and at
+        the last step: throttle what you draw."""
 
     def on_result(self, result: RunResult, number: int, note: Optional[str], problems: Sequence[str]) -> None:
         """Run ``number`` ended and is in ``results`` (and the history file, unless ``problems`` says not)."""
@@ -644,7 +645,8 @@ class WorkbenchController:
                 import tfwb       # lazy: tfwb.run imports TensorFlow
 
                 runner = tfwb.run
-            result = runner(cfg, (Progress(self._on_progress), flag, *self._scalars(cfg)))
+            progress = Progress(self._on_progress, settled_only=True)     # the view waits for a window's end
+            result = runner(cfg, (progress, flag, *self._scalars(cfg)))
             if not isinstance(result, RunResult):
                 raise TypeError(f"the runner returned {type(result).__name__}, not a RunResult")
             return result
@@ -668,6 +670,7 @@ class WorkbenchController:
         return (Scalars(self.logdir, name=f"{len(self.results) + 1:02d}-{run_name(what)}"),)
 
     def _on_progress(self, steps_done: int, steps_total: int) -> None:
+        """The runner's progress, between timing windows only (``Progress(settled_only=True)``)."""
         self._progress_done = steps_done
         self.events.on_progress(steps_done, steps_total, self.stopping)
 

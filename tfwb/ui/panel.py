@@ -45,6 +45,7 @@ from tfwb.search.tune_result import FAILED, KEPT, REVERTED
 from tfwb.ui.controller import ControllerEvents, WorkbenchController, total_steps
 from tfwb.ui.controls import KnobControl, knob_rows, set_tooltip
 from tfwb.ui.deciding import DecideStopped
+from tfwb.ui.view_budget import BAR_REDRAW_S, ViewBudget
 
 __all__ = ["WorkbenchPanel", "steps_done", "measured_text"]
 
@@ -55,7 +56,6 @@ _TUNE_TIP = ("diagnose, try the change that can gain most, keep it only if an in
 _DECIDE_TIP = ("separate runs cannot tell (the machine was busy, or a run drifted): compare the two "
                "configurations interleaved, in alternating short turns in one process, so that whatever slows "
                "the machine slows both; the rows then show that verdict")
-_PROGRESS_INTERVAL_S = 0.05        # at most ~20 progress-bar updates a second
 _FAILED = words.FAILED_COLOR
 
 #: Page CSS, shipped inside the header (an HTML widget renders a <style> element):
@@ -168,7 +168,7 @@ class WorkbenchPanel(ControllerEvents):
         self.hardware = hardware
         self._outcome_html = ""                   # what happened last, above the preview
         self._chart_run: Optional[int] = None     # the 1-based run the run chart shows
-        self._last_progress_s = 0.0
+        self._bar = ViewBudget(time.monotonic, interval_s=BAR_REDRAW_S)   # the progress bar's, per run
         self._view: Optional[RunView] = None      # the latest run's view, pushed by the analysis
         self._build(knobs)
         controller.analysis.subscribe(self.on_view)
@@ -274,19 +274,23 @@ class WorkbenchPanel(ControllerEvents):
         self.progress.max = max(total, 1)
         self.progress.value = 0
         self.progress_text.value = f"0 / {total} steps"
-        self._last_progress_s = 0.0
+        self._bar = ViewBudget(time.monotonic, interval_s=BAR_REDRAW_S)
         applied = f"{html.escape(note)}<br>" if note else ""
         changes = words.format_changes(cfg, self.controller.baseline)
         self.status.value = f"{applied}Running #{number}: <code>{html.escape(changes)}</code>\u2026"
 
     def on_progress(self, steps_done: int, steps_total: int, stopping: bool) -> None:
-        """Move the bar, at most ~20 times a second (and always at the last step)."""
+        """Move the bar at most every ``BAR_REDRAW_S`` (``tfwb.ui.view_budget``), always at the last step.
+
+        The controller calls this only between timing windows (``Progress(settled_only=True)``), so the
+        widget messages leave the kernel while no measured call runs; the browser draws each in a few
+        milliseconds."""
         now = time.monotonic()
-        if steps_done < steps_total and now - self._last_progress_s < _PROGRESS_INTERVAL_S:
+        if steps_done < steps_total and not self._bar.due(now):
             return
-        self._last_progress_s = now
         self._move_bar(steps_done, steps_total, f"{int(steps_done)} / {int(steps_total)} steps"
                                                 + (" (stopping\u2026)" if stopping else ""))
+        self._bar.record(now, time.monotonic() - now, update=True)
 
     def _move_bar(self, done: int, total: int, text: str) -> None:
         total = max(int(total), 1)

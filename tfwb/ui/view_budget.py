@@ -11,8 +11,12 @@ updates. A chart's expected cost is the largest of the last chart's and the mean
 view kind has drawn its first chart in this process it is the view's ``first_draw_s`` (else
 ``FIRST_DRAW_S``), afterwards what the first chart of that kind took.
 
-Used by ``tfwb.keras.Monitor``; plain Python (no widgets, no matplotlib), so any front end can
-budget its drawing the same way.
+Used by ``tfwb.keras.Monitor`` (charts and progress, every ``REDRAW_S`` at most, only when a window
+has closed) and by the Workbench's progress bar (``tfwb.ui.panel``: every ``BAR_REDRAW_S`` at most,
+only between timing windows, ``tfwb.observers.Progress(settled_only=True)``); plain Python (no
+widgets, no matplotlib), so any front end can budget its drawing the same way. The browser that
+draws a view competes with training for the CPU: each update costs it a few milliseconds of layout
+and paint, so a view updated on every step of a fast run is a load of its own (issue 34).
 
 Example:
     >>> budget = ViewBudget(lambda: 0.0, share=0.03, interval_s=2.0)      # started at 0.0
@@ -31,10 +35,16 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-__all__ = ["ViewBudget", "REDRAW_S", "VIEW_SHARE", "FIRST_DRAW_S"]
+__all__ = ["ViewBudget", "REDRAW_S", "BAR_REDRAW_S", "VIEW_SHARE", "FIRST_DRAW_S"]
 
 #: The live view (progress text, and a chart when the budget allows) is updated at most this often.
 REDRAW_S = 2.0
+#: The Workbench's progress bar (a bar and a line of text, no chart) moves at most this often during a
+#: run; its last step and the result always draw. Each move costs headless Chromium tens of
+#: milliseconds of CPU in a notebook page (layout of the page around it): tests/ui/test_lab.py measured
+#: the browser at 2.01 % of 2 busy cores over a run's measured steps with a move every 0.5 s and
+#: 1.8-3.9 % with one every 1 s (budget 2 %), so it moves as often as the Monitor's view (``REDRAW_S``).
+BAR_REDRAW_S = REDRAW_S
 #: The live view may take at most this share of the wall time so far: a chart is drawn only
 #: when the view's time so far plus the chart's expected cost stays within it.
 VIEW_SHARE = 0.03
