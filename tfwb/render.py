@@ -457,11 +457,14 @@ def simple_html_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> 
             f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
 
 
-def html_table(rows: Sequence[HistoryRow]) -> str:
+def html_table(rows: Sequence[HistoryRow], predictions: Optional[Mapping[int, str]] = None) -> str:
     """Escaped HTML table of ``history_rows`` output, for the Workbench and notebooks.
 
     Args:
         rows: ``history_rows(...)``.
+        predictions: run number (``HistoryRow.index``) -> the reader's prediction and its score
+            (``tfwb.prediction.Score.text``), shown in a last column "your prediction" beside the
+            verdicts (the Workbench's ``tfwb.ui.next_prediction``); None or empty: no column.
 
     Returns:
         ``<table class="tfwb-history">``, in a ``<div>`` that scrolls sideways when the table is
@@ -479,7 +482,7 @@ def html_table(rows: Sequence[HistoryRow]) -> str:
     """
     if not rows:
         return f'<div class="tfwb-history tfwb-empty">{EMPTY_TEXT}</div>'
-    columns = _columns(rows)
+    columns = tuple(_columns(rows)) + ((("prediction", "your prediction"),) if predictions else ())
 
     def align(key: str) -> str:
         return "right" if key in _RIGHT_ALIGNED else "left"
@@ -497,7 +500,7 @@ def html_table(rows: Sequence[HistoryRow]) -> str:
                    f"{html.escape(title)}</th>" for key, title in columns)
     body = []
     for row in rows:
-        cells = format_cells(row)
+        cells = {**format_cells(row), "prediction": (predictions or {}).get(row.index, "")}
         status = str(row.status or "")
         classes = [f"tfwb-row-{html.escape(status)}"] + (["tfwb-row-baseline"] if row.is_baseline else [])
         styles = ([f"color:{FAILED_COLOR}"] if status != "ok" else []) + (
