@@ -182,3 +182,86 @@ def test_a_pending_score_is_followed_by_the_interleaved_decision(tmp_path):
     c = calibration(path)
     assert len(c.scores) == 1 and c.pending == 0 and c.coverage() == {0.8: (1, 1)}
     assert "tfwb-prediction-lock" in box.lock_button._dom_classes
+
+
+# -- the Workbench's prediction of its next run (tfwb.ui.next_prediction) ----------------------------
+import html as html_module  # noqa: E402
+import re  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
+
+from tests.fakes import make_result  # noqa: E402
+from tfwb.config import RunConfig  # noqa: E402
+from tfwb.render import html_table  # noqa: E402
+from tfwb.ui.next_prediction import NextPrediction  # noqa: E402
+from tfwb.ui.workbench import Workbench  # noqa: E402
+
+BENCH_BASE = RunConfig(steps=6, warmup_steps=2)
+
+
+def twice_as_fast_with_prefetch(cfg, observers=()):
+    """A runner without TensorFlow: 50 ms steps with prefetch, 100 ms without."""
+    return make_result(cfg, step_s=0.05 if cfg.prefetch else 0.10, jitter_s=0.001, n=cfg.steps)
+
+
+def view_of(index, comparison, changes=None, reference=1):
+    """A pushed RunView's last row, by hand: run ``index`` against run ``reference``."""
+    versus = None if comparison is None else SimpleNamespace(comparison=comparison, reference=reference)
+    return SimpleNamespace(rows=[SimpleNamespace(index=index, versus_previous=versus,
+                                                 previous_changes=changes or {})])
+
+
+def test_the_workbench_scores_the_readers_prediction_of_the_next_run_and_shows_it_in_the_history(tmp_path):
+    history = tmp_path / "runs.jsonl"
+    wb = Workbench(BENCH_BASE, runner=twice_as_fast_with_prefetch, hardware={"gpus": [], "cpu_count": 2},
+                   history_path=history)
+    nxt = wb.panel.next_prediction
+    assert "tfwb-next-prediction" in nxt.widget._dom_classes
+    assert nxt.widget in wb.widget.children
+    wb.run()
+    assert "your prediction" not in wb.history.value            # nobody predicted: no column
+    wb.panel.controls["prefetch"].widget.value = True                  # the reader sets the knob, then predicts
+    fill(nxt.box, "faster", (1.5, 3.0), why="the next batch is read while the step runs")
+    nxt.box.lock_button.click()
+    book = [line for line in nxt.box.lines() if line.startswith("The book: ")]
+    assert book and "prefetch=True" in book[0]                          # the expectation of the knobs as set
+    wb.run()
+    table = wb.history.value
+    assert "your prediction" in table
+    assert re.search(r"faster, 1\.5-3x \(80 %\): right; 2\.0\dx faster lies in the range", html_module.unescape(table))
+    kept = History(predictions_path(history), record=Score).load()
+    assert [s.prediction.about for s in kept] == ["prefetch=True"]
+    assert kept[0].direction_right and kept[0].range_held
+    assert nxt.box.state == "open" and nxt.box.prediction is None      # a fresh box for the run after
+    assert "Run 2" in nxt.last.value and "right" in nxt.last.value
+
+
+def test_a_wrong_prediction_is_scored_wrong_and_one_without_a_verdict_waits_for_the_next_run():
+    nxt = NextPrediction()
+    fill(nxt.box, "slower", (1.5, 3.0))
+    nxt.box.lock_button.click()
+    assert nxt.on_view(view_of(1, None)) is None                        # the first run: nothing to compare
+    assert nxt.waiting is not None and "waits for the next run" in nxt.last.value
+    score = nxt.on_view(view_of(2, rounds(2.0), {"prefetch": True}))
+    assert score is not None and score.direction_right is False and score.range_held is False
+    assert nxt.column() == {2: "slower, 1.5-3x (80 %): wrong; 2.00x faster lies outside the range"}
+    table = html_table([], predictions=nxt.column())                  # no rows: no table, column or not
+    assert "No runs yet." in table
+
+
+def test_a_skipped_or_unfilled_box_scores_nothing_and_never_blocks():
+    nxt = NextPrediction(expectation=lambda: "faster: the input pipeline overlaps the step")
+    assert nxt.on_view(view_of(2, rounds(2.0), {"prefetch": True})) is None      # unfilled
+    assert nxt.box.state == "open" and nxt.column() == {}
+    nxt.box.skip_button.click()
+    assert "The book: faster: the input pipeline overlaps the step" in nxt.box.lines()
+    assert nxt.on_view(view_of(3, rounds(2.0), {"prefetch": True})) is None      # skipped
+    assert nxt.box.state == "open" and nxt.column() == {}
+
+
+def test_a_cannot_tell_verdict_keeps_the_score_pending():
+    nxt = NextPrediction()
+    fill(nxt.box, "faster")
+    nxt.box.lock_button.click()
+    busy = stats.compare([1.0] * 9, [0.5] * 9, other_cpu_pct=(30.0, 2.0))
+    score = nxt.on_view(view_of(2, busy, {"prefetch": True}))
+    assert score is not None and score.pending and "not scored yet" in nxt.column()[2]

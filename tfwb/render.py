@@ -56,7 +56,7 @@ _RIGHT_ALIGNED = frozenset({"index", "median_ms", "iqr_ms", "examples_per_s", "i
 #: area of a 1400-px window (``tests/test_report.py`` measures it; a header may wrap, a row never).
 CELL_BUDGET: Dict[str, int] = {
     "index": 3, "label": 8, "changes": 30, "median_ms": 7, "iqr_ms": 11, "examples_per_s": 9,
-    "input_wait_pct": 4, "mfu": 11, "verdict": 26, "prev_verdict": 30, "diagnosis": 26,
+    "input_wait_pct": 4, "mfu": 11, "verdict": 26, "prev_verdict": 30, "diagnosis": 26, "prediction": 22,
 }
 #: What ends a cut cell.
 CUT = "\u2026"
@@ -555,11 +555,14 @@ def _html_cell(key: str, text: str, title: str, style: str) -> str:
     return f'<td style="{style}"{attr}>{html.escape(shown)}</td>'
 
 
-def html_table(rows: Sequence[HistoryRow]) -> str:
+def html_table(rows: Sequence[HistoryRow], predictions: Optional[Mapping[int, str]] = None) -> str:
     """Escaped HTML table of ``history_rows`` output, for the Workbench and notebooks.
 
     Args:
         rows: ``history_rows(...)``.
+        predictions: run number (``HistoryRow.index``) -> the reader's prediction and its score
+            (``tfwb.prediction.Score.text``), shown in a last column "your prediction" beside the
+            verdicts (the Workbench's ``tfwb.ui.next_prediction``); None or empty: no column.
 
     Returns:
         ``<table class="tfwb-history">``, in a ``<div>`` that scrolls sideways when the table is
@@ -578,7 +581,7 @@ def html_table(rows: Sequence[HistoryRow]) -> str:
     """
     if not rows:
         return f'<div class="tfwb-history tfwb-empty">{EMPTY_TEXT}</div>'
-    columns = _columns(rows)
+    columns = tuple(_columns(rows)) + ((("prediction", "your prediction"),) if predictions else ())
 
     def align(key: str) -> str:
         return "right" if key in _RIGHT_ALIGNED else "left"
@@ -593,7 +596,8 @@ def html_table(rows: Sequence[HistoryRow]) -> str:
                    f'vertical-align:bottom">{html.escape(title)}</th>' for key, title in columns)
     body = []
     for row in rows:
-        cells, titles = format_cells(row), cell_titles(row)
+        cells = {**format_cells(row), "prediction": (predictions or {}).get(row.index, "")}
+        titles = cell_titles(row)
         status = str(row.status or "")
         classes = [f"tfwb-row-{html.escape(status)}"] + (["tfwb-row-baseline"] if row.is_baseline else [])
         styles = ([f"color:{FAILED_COLOR}"] if status != "ok" else []) + (

@@ -38,13 +38,16 @@ from tfwb.analysis.diagnosis import Diagnosis, expectations, reorder
 from tfwb.analysis.rows import HistoryRow
 from tfwb.analysis.session import RunView
 from tfwb.config import RunConfig
+from tfwb.expect import change
 from tfwb.knobs import Knob
 from tfwb.records import RunResult
 from tfwb.search.tune_events import RoundDone, TrialDone, TrialStarted, TuneDone, TuneEvent
 from tfwb.search.tune_result import FAILED, KEPT, REVERTED
 from tfwb.ui.controller import ControllerEvents, WorkbenchController, total_steps
 from tfwb.ui.controls import KnobControl, knob_rows, set_tooltip
+from tfwb.prediction import predictions_path
 from tfwb.ui.deciding import DecideStopped
+from tfwb.ui.next_prediction import NextPrediction
 from tfwb.ui.view_budget import BAR_REDRAW_S, ViewBudget
 
 __all__ = ["WorkbenchPanel", "steps_done", "measured_text"]
@@ -223,6 +226,7 @@ class WorkbenchPanel(ControllerEvents):
         self.history = W.HTML(words.html_table([]))
         self.history.add_class("tfwb-history")
         self._build_decide()
+        self.next_prediction = self._next_prediction()
 
         machine = _hardware.describe(self.hardware)
         header = W.HTML(_CSS + "<b>tfwb Workbench</b>"
@@ -238,6 +242,7 @@ class WorkbenchPanel(ControllerEvents):
             actions,
             self.status,
             self.decide_button,
+            self.next_prediction.widget,
             self.tune_log,
             self.chart_note,
             self.run_chart,
@@ -300,8 +305,36 @@ class WorkbenchPanel(ControllerEvents):
         self.progress_text.value = text
 
     def on_view(self, view: RunView) -> None:
-        """Keep the view of the run that just finished (the analysis pushes it before ``on_result``)."""
+        """Keep the view of the run that just finished (the analysis pushes it before ``on_result``),
+        and score the reader's prediction of it, if any (``tfwb.ui.next_prediction``)."""
         self._view = view
+        self.next_prediction.on_view(view)
+
+    def _next_prediction(self) -> NextPrediction:
+        """The optional prediction of the next run, its Scores kept beside the run history."""
+        path = self.controller.history_path
+        try:
+            return NextPrediction(predictions_path(path) if path else None, expectation=self._next_expectation)
+        except OSError:          # the history itself reports an unwritable folder; keep the scores in memory
+            return NextPrediction(None, expectation=self._next_expectation)
+
+    def _next_expectation(self) -> Optional[str]:
+        """What the book expects of the next run against the run before it (``tfwb.expect.change``
+        of the knobs that differ), or None when no run came before it or the rules state nothing."""
+        try:
+            cfg = self.controller.config()
+        except ValueError as e:
+            return f"the next run cannot start: {e}"
+        results = self.controller.results
+        if not results:
+            return None
+        differs = cfg.diff(results[-1].config)
+        if not differs:
+            return "the next run changes no knob against the run before it"
+        try:
+            return str(change(self.hardware, results[-1], **differs))
+        except ValueError as e:          # knobs that pull apart, or one without a rule
+            return f"no single expectation for {words.format_changes(cfg, results[-1].config)}: {e}"
 
     def _row(self, number: int) -> HistoryRow:
         """Run ``number``'s row (1-based) in the latest pushed view."""
@@ -466,7 +499,8 @@ class WorkbenchPanel(ControllerEvents):
         return "Next: " + html.escape(words.suggestion_text(first, diagnosis.bound_for(first[0])))
 
     def _refresh_history(self) -> None:
-        self.history.value = words.html_table(self._view.rows if self._view is not None else [])
+        self.history.value = words.html_table(self._view.rows if self._view is not None else [],
+                                              predictions=self.next_prediction.column())
 
     def _redraw(self, latest: int) -> None:
         """Redraw for run ``latest`` (1-based): history, comparison, and the run chart.
