@@ -116,3 +116,12 @@ def test_a_busy_baseline_gives_way_to_the_last_quiet_run_of_its_configuration():
     rows = history_rows([busy_base, other, quiet2])
     assert [r.is_baseline for r in rows] == [False, False, True]
     assert rows[1].versus_baseline.reference == 3 and rows[1].comparison == stats.FASTER
+
+
+def test_a_repeat_of_one_configuration_is_decided_too():
+    """Issue 34: every "cannot tell" is one click from an answer, an A/A pair's as well (the browser benchmark
+    clicked Decide on repeats of one configuration and nothing changed)."""
+    d = Decisions()
+    same = stats.compare_rounds([0.2] * 10, [0.2 + 0.001 * (-1) ** i for i in range(10)], method="fake")
+    d.record(RunConfig(label="a"), RunConfig(label="b"), same)
+    assert d.get(RunConfig(), RunConfig()) is same and same.verdict == stats.NO_DIFFERENCE

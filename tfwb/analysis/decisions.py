@@ -116,10 +116,10 @@ class Decisions:
 
     def get(self, baseline: RunConfig, candidate: RunConfig) -> Optional[stats.RoundsComparison]:
         """``candidate`` against ``baseline``: the verdict kept for the pair (swapped when it was measured the
-        other way round), or ``None``. The same configuration against itself has none."""
+        other way round), or ``None``. The same configuration against itself (a repeat, A/A) has one too
+        once decided: the interleaved rounds then measure what the machine varies, and say "no significant
+        difference" unless it drifts between turns."""
         key = pair_key(baseline, candidate)
-        if key[0] == key[1]:
-            return None
         hit = self._by_pair.get(key)
         if hit is not None:
             return hit
