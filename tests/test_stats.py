@@ -368,3 +368,11 @@ def test_a_comparison_stopped_once_settled_makes_the_decision_all_its_rounds_wou
         else:
             pytest.fail("not settled after every round")
     assert stopped > 1000
+
+
+def test_a_drift_cannot_explain_a_ratio_far_beyond_it():
+    """Issue 34: a cache run whose speed moved 1.10x within itself made its 4.5x pair "cannot tell"."""
+    drifting = [0.10] * 10 + [0.115] * 10 + [0.115] * 10     # its last third 1.15x slower than its first
+    assert stats.drift_of(drifting) == pytest.approx(1.15)
+    assert stats.compare([0.5] * 30, drifting).verdict == stats.FASTER                  # 4.5x: decided
+    assert stats.compare([0.125] * 30, drifting).verdict == stats.CANNOT_TELL_DRIFT     # 1.15x: the drift's

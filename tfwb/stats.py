@@ -344,6 +344,26 @@ def delay_explains(speedup: float, delays: Tuple[float, float], noise: NoiseBand
     return explains(speedup, delays, busy_share=DELAY_BUSY_SHARE, band_pct=noise.pct)
 
 
+def drift_explains(speedup: float, drift: Tuple[Optional[float], Optional[float]],
+                   noise: NoiseBand = DEFAULT_NOISE) -> bool:
+    """Whether the runs' drift (``drift_of`` of each) could explain ``speedup``.
+
+    Only a drift beyond ``noise`` counts. A run whose speed changed by a factor f within itself cannot
+    owe a ratio beyond f to that change: the pair's ratio is explained when it is at most the product of
+    both runs' drift factors, widened by the band. So a 1.15x drift leaves 1.2x undecided and decides
+    4x (issue 34: a cache run drifted 1.10x and its 4.5x was "cannot tell").
+
+    Example:
+        >>> drift_explains(4.38, (None, 1.15)), drift_explains(1.2, (None, 1.15)), drift_explains(1.2, (1.05, None))
+        (False, True, False)
+    """
+    moved = [max(d, 1.0 / d) for d in drift if d is not None and d > 0 and not noise.contains(d)]
+    if not moved:
+        return False
+    reach = math.prod(max(d, 1.0 / d) for d in drift if d is not None and d > 0) * (1.0 + noise.pct / 100.0)
+    return max(speedup, 1.0 / speedup) <= reach
+
+
 def compare(baseline: Sequence[float], candidate: Sequence[float], *,
             noise: Optional[NoiseBand] = None,
             other_cpu_pct: Optional[Tuple[Optional[float], Optional[float]]] = None,
@@ -375,7 +395,8 @@ def compare(baseline: Sequence[float], candidate: Sequence[float], *,
     than the rest, at most a third of the run) are left out first, so a run that warms up and then
     settles compares its settled steps. A run whose settled steps' last third is slower or faster
     than their first third by more than the band (``drift_of``; ``MIN_STEPS_FOR_DRIFT`` steps or
-    more) gives ``CANNOT_TELL_DRIFT``: a step change mid-run or a late slowdown.
+    more) gives ``CANNOT_TELL_DRIFT``: a step change mid-run or a late slowdown, unless the ratio is
+    one the drift cannot explain (``drift_explains``).
 
     Raises:
         ValueError: for empty input or a zero median.
@@ -413,7 +434,7 @@ def compare(baseline: Sequence[float], candidate: Sequence[float], *,
         verdict = CANNOT_TELL_BUSY
     elif delays is None and loads is not None and max(loads) >= BUSY_OTHER_CPU_PCT:
         verdict = CANNOT_TELL_BUSY
-    elif any(d is not None and not noise.contains(d) for d in drift):
+    elif drift_explains(speedup, drift, noise):
         verdict = CANNOT_TELL_DRIFT
     elif b.overlaps(c):
         verdict = NO_DIFFERENCE
