@@ -56,7 +56,7 @@ _RIGHT_ALIGNED = frozenset({"index", "median_ms", "iqr_ms", "examples_per_s", "i
 #: area of a 1400-px window (``tests/test_report.py`` measures it; a header may wrap, a row never).
 CELL_BUDGET: Dict[str, int] = {
     "index": 3, "label": 8, "changes": 30, "median_ms": 7, "iqr_ms": 11, "examples_per_s": 9,
-    "input_wait_pct": 4, "mfu": 11, "verdict": 26, "prev_verdict": 30, "diagnosis": 26, "prediction": 22,
+    "input_wait_pct": 4, "mfu": 11, "verdict": 26, "prev_verdict": 30, "diagnosis": 26, "prediction": 60,
 }
 #: What ends a cut cell.
 CUT = "\u2026"

@@ -26,6 +26,7 @@ from tfwb.advice.directions import FASTER, NOT_FASTER, NOT_SLOWER, SAME, SLOWER,
 from tfwb.advice.machine import best_compute_capability, target
 from tfwb.bottleneck import COMPUTE, INPUT, OVERHEAD
 from tfwb.hardware import Machine, MachineLike
+from tfwb.workloads import get_workload
 
 #: prefetch is expected to be measurably faster only when the part it can hide (the
 #: shorter of input wait and compute) is at least this share of the step.
@@ -158,7 +159,6 @@ F16_CONVOLUTIONS = ("TF's CPU convolutions and their gradients have no fast floa
 
 def _made_of(baseline: Any) -> Optional[Tuple[str, ...]]:
     """What the baseline's workload is made of (``Workload.made_of``); None when unknown."""
-    from tfwb.workloads import get_workload     # at call time: tfwb.config imports the workloads late
 
     name = getattr(_config(baseline), "workload", None)
     if not isinstance(name, str):

@@ -95,7 +95,8 @@ def _has_steps(result: RunResult) -> bool:
 
 
 def steps_done(result: RunResult) -> Tuple[int, int]:
-    """Training steps a result finished (warm-up included) and the steps its run was to run.
+    """Training steps a result finished (warm-up included) and the steps its run was to run (with the
+    warm-up steps it added until its steps settled, ``RunResult.warmup_extra_steps``).
 
     Both count training steps, not calls: under ``steps_per_execution`` the steps round up
     to whole calls (``RunConfig.calls``), as the runner runs them.
@@ -108,7 +109,7 @@ def steps_done(result: RunResult) -> Tuple[int, int]:
         >>> steps_done(RunResult(config=cfg, warmup_times_s=(1.0,), step_times_s=(0.1,) * 8, steps_per_call=16))
         (144, 144)
     """
-    total = total_steps(result.config)
+    total = total_steps(result.config) + result.warmup_extra_steps   # warm-up extended until the steps settled
     calls = len(result.warmup_times_s) + len(result.step_times_s)
     return min(total, calls * result.config.steps_per_execution), total
 
