@@ -413,7 +413,7 @@ def _smoke_notebook_in_the_browser(lab, browser, artifacts_dir, tmp_path):
             progress = page.evaluate(JS_PROGRESS)
             assert progress["rest"] == ": interrupted", progress
             assert STOP_AFTER_STEPS <= progress["done"] < progress["total"], progress     # total: warm-up may extend
-        assert progress["total"] >= LONG_STEPS + 1, progress
+            assert progress["total"] >= LONG_STEPS + 1, progress
             last = rows.last
             assert "tfwb-row-interrupted" in (last.get_attribute("class") or "")
             expect(status).to_contain_text(f"after {progress['done']} of {progress['total']} steps")   # bar and line agree
