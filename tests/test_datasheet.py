@@ -68,6 +68,18 @@ def test_parse_cpu_ghz_prefers_the_maximum_then_the_model_name():
     assert datasheet.parse_cpu_ghz("", "") is None
 
 
+def test_the_formula_names_the_clock_it_took_and_only_cpufreq_is_the_maximum():
+    # issue 35: a VM's formula took the model name's base clock, and quiet figures passed 100 % of it
+    assert datasheet.parse_cpu_clock("cpu MHz\t: 1200.0\n", "3500000\n")[1] == datasheet.CLOCK_SOURCES["max"]
+    ghz, source = datasheet.parse_cpu_clock("model name\t: Xeon CPU @ 2.10GHz\ncpu MHz\t: 2100.0\n")
+    assert (ghz, source) == (2.1, datasheet.CLOCK_SOURCES["base"]) and "turbo" in source
+    assert datasheet.parse_cpu_clock("cpu MHz\t: 2445.4\n")[1] == datasheet.CLOCK_SOURCES["current"]
+    assert datasheet.parse_cpu_clock("", "not a number") == (None, "")
+    _, label = datasheet.cpu_peak(2, ghz, ["avx512f", "fma"], "float32", clock=source)
+    assert label.endswith("; the clock is " + source)
+    assert "the clock is" not in datasheet.cpu_peak(2, ghz, ["avx512f", "fma"], "float32")[1]
+
+
 def test_peaks_module_is_pure():
     import subprocess
     import sys

@@ -6,7 +6,7 @@ structured-sparsity doubling), per device as TensorFlow sees it: one GPU, one TP
 For a CPU there is no datasheet: ``cpu_peak`` multiplies cores × clock × FLOPs per cycle
 from the detected instructions and says so (a formula, an upper bound, not a measurement).
 
-Pure: no TensorFlow. ``cpu_ghz`` reads ``/sys`` and ``/proc`` only.
+Pure: no TensorFlow. ``cpu_clock`` and ``cpu_ghz`` read ``/sys`` and ``/proc`` only.
 """
 from __future__ import annotations
 
@@ -193,7 +193,7 @@ def cpu_flops_per_cycle(cpu_flags: Sequence[str], dtype: str) -> Tuple[int, str]
 
 
 def cpu_peak(cores: int, ghz: Optional[float], cpu_flags: Sequence[str],
-             dtype: str) -> Optional[Tuple[float, str]]:
+             dtype: str, clock: str = "") -> Optional[Tuple[float, str]]:
     """cores × clock × FLOPs per cycle from the instructions the CPU has (no datasheet publishes a CPU's).
 
     Args:
@@ -201,6 +201,7 @@ def cpu_peak(cores: int, ghz: Optional[float], cpu_flags: Sequence[str],
         ghz: clock in GHz (``cpu_ghz()``); None when unknown.
         cpu_flags: ``/proc/cpuinfo`` flags (``tfwb.hardware.Machine.cpu_flags``).
         dtype: ``"float32"``, ``"bfloat16"`` or ``"float16"``.
+        clock: where ``ghz`` came from (``cpu_clock()``'s second value), added to the label.
 
     Returns:
         ``(flops_per_s, label)``, the label spelling out the product; None when the cores or
@@ -218,13 +219,49 @@ def cpu_peak(cores: int, ghz: Optional[float], cpu_flags: Sequence[str],
     if not cores or not ghz or cores <= 0 or ghz <= 0:
         return None
     rate, what = cpu_flops_per_cycle(cpu_flags, dtype)
-    label = (f"formula: {cores} cores x {ghz:.2f} GHz x {rate} FLOPs/cycle ({what})")
+    label = (f"formula: {cores} cores x {ghz:.2f} GHz x {rate} FLOPs/cycle ({what})"
+             + (f"; the clock is {clock}" if clock else ""))
     return cores * ghz * 1e9 * rate, label
 
 
+#: Where a clock figure came from, as the formula's label says it. Only cpufreq's maximum is the
+#: clock a busy core can reach; a VM usually has no cpufreq, and then the model name's base clock or
+#: the momentary ``cpu MHz`` stand in, below what turbo reaches: a measured peak can then pass 100 %
+#: of the formula (chapter 00 prints the share).
+CLOCK_SOURCES = {
+    "max": "the maximum clock (cpufreq)",
+    "base": "the base clock in the model name (turbo can run above it)",
+    "current": "the clock /proc/cpuinfo read at that moment (turbo can run above it)",
+}
+
+
+def parse_cpu_clock(cpuinfo: str = "", max_freq_khz: str = "") -> Tuple[Optional[float], str]:
+    """The CPU clock in GHz and where it came from (a ``CLOCK_SOURCES`` text): the maximum
+    frequency from sysfs, else ``@ 2.20GHz`` in the model name (the base clock), else ``cpu MHz``
+    from ``/proc/cpuinfo``; ``(None, "")`` when none is given.
+
+    Example:
+        >>> parse_cpu_clock("model name\\t: Intel(R) Xeon(R) CPU @ 2.20GHz\\ncpu MHz\\t: 2199.998\\n")
+        (2.2, 'the base clock in the model name (turbo can run above it)')
+        >>> parse_cpu_clock("", "3500000\\n")
+        (3.5, 'the maximum clock (cpufreq)')
+    """
+    try:
+        if max_freq_khz.strip():
+            return round(int(max_freq_khz.strip()) / 1e6, 3), CLOCK_SOURCES["max"]
+    except ValueError:
+        pass
+    m = re.search(r"^model name\s*:.*@\s*([\d.]+)\s*GHz", cpuinfo, re.M)
+    if m:
+        return float(m.group(1)), CLOCK_SOURCES["base"]
+    m = re.search(r"^cpu MHz\s*:\s*([\d.]+)", cpuinfo, re.M)
+    if m:
+        return round(float(m.group(1)) / 1000, 3), CLOCK_SOURCES["current"]
+    return None, ""
+
+
 def parse_cpu_ghz(cpuinfo: str = "", max_freq_khz: str = "") -> Optional[float]:
-    """The CPU clock in GHz: the maximum frequency from sysfs, else ``@ 2.20GHz`` in the model
-    name, else ``cpu MHz`` from ``/proc/cpuinfo``; None when none is given.
+    """The CPU clock in GHz (``parse_cpu_clock`` without its source); None when none is given.
 
     Example:
         >>> parse_cpu_ghz("model name\\t: Intel(R) Xeon(R) CPU @ 2.20GHz\\ncpu MHz\\t: 2199.998\\n")
@@ -232,22 +269,11 @@ def parse_cpu_ghz(cpuinfo: str = "", max_freq_khz: str = "") -> Optional[float]:
         >>> parse_cpu_ghz("cpu MHz\\t: 2445.404\\n"), parse_cpu_ghz("", "3500000\\n")
         (2.445, 3.5)
     """
-    try:
-        if max_freq_khz.strip():
-            return round(int(max_freq_khz.strip()) / 1e6, 3)
-    except ValueError:
-        pass
-    m = re.search(r"^model name\s*:.*@\s*([\d.]+)\s*GHz", cpuinfo, re.M)
-    if m:
-        return float(m.group(1))
-    m = re.search(r"^cpu MHz\s*:\s*([\d.]+)", cpuinfo, re.M)
-    if m:
-        return round(float(m.group(1)) / 1000, 3)
-    return None
+    return parse_cpu_clock(cpuinfo, max_freq_khz)[0]
 
 
-def cpu_ghz() -> Optional[float]:
-    """This machine's CPU clock in GHz (``parse_cpu_ghz`` on ``/sys`` and ``/proc``), or None."""
+def cpu_clock() -> Tuple[Optional[float], str]:
+    """This machine's CPU clock in GHz and its source (``parse_cpu_clock`` on ``/sys`` and ``/proc``)."""
     texts = []
     for path in ("/proc/cpuinfo", "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"):
         try:
@@ -255,7 +281,12 @@ def cpu_ghz() -> Optional[float]:
                 texts.append(f.read())
         except OSError:
             texts.append("")
-    return parse_cpu_ghz(texts[0], texts[1])
+    return parse_cpu_clock(texts[0], texts[1])
+
+
+def cpu_ghz() -> Optional[float]:
+    """This machine's CPU clock in GHz (``cpu_clock`` without its source), or None."""
+    return cpu_clock()[0]
 
 
 def _check_dtype(dtype: str, allowed: Tuple[str, ...]) -> None:

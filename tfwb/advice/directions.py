@@ -61,6 +61,8 @@ def combine(parts: Sequence[Expected]) -> Expected:
     Example:
         >>> combine([Expected(FASTER, "a"), Expected(NOT_SLOWER, "b")]).direction
         'faster'
+        >>> combine([Expected(FASTER, "a"), Expected(None, "b")]).direction is None
+        True
     """
     if len(parts) == 1:
         return parts[0]
@@ -75,5 +77,9 @@ def combine(parts: Sequence[Expected]) -> Expected:
         return Expected(SLOWER, why, than)
     if None not in directions and directions <= {NOT_SLOWER, NOT_FASTER, SAME}:
         return Expected(SAME if directions == {SAME} else None, why, than)
+    opposed = ((FASTER in directions and directions & {SLOWER, NOT_FASTER})
+               or (SLOWER in directions and directions & {FASTER, NOT_SLOWER}))
+    if None in directions and not opposed:   # one part has no fixed direction: neither has the whole
+        return Expected(None, why, than)
     raise ValueError("these changes pull in different directions on this hardware "
                      f"({', '.join(sorted(str(d) for d in directions))}): check them one at a time")

@@ -51,6 +51,48 @@ def _hidden_by_prefetch(baseline: Any) -> Optional[float]:
     return min(wait, compute) / step
 
 
+def _idle_cores_in_compute(hw: MachineLike, baseline: Any) -> Optional[Tuple[float, float, int]]:
+    """A CPU step's idle core time while it computes, as a share of the step; the cores it kept
+    busy on average; and the cores it had. None without a measured process CPU share.
+
+    On a CPU alone the input pipeline and the step's kernels share the cores, so prefetch can
+    overlap input only with cores the step leaves idle. Per step there are ``cores x step``
+    core-seconds; the process used ``busy x step`` of them (its median CPU over the measured
+    steps); during the input wait the pipeline ran on about one core, leaving the others idle then
+    (more where the map runs in parallel: the estimate is then low); the rest of the idle time fell
+    while the step computed.
+    """
+    utilization = getattr(baseline, "utilization", None)
+    cores = Machine.of(hw).cpu_count
+    step = getattr(baseline, "median_step_s", None)
+    if not callable(utilization) or not cores or not step:
+        return None
+    pct = utilization().get("cpu_process_pct")
+    if pct is None:
+        return None
+    busy = min(float(cores), pct / 100.0)
+    idle_in_compute = (cores - busy) * step - baseline.median_wait_s * (cores - 1)
+    return max(0.0, idle_in_compute) / step, busy, cores
+
+
+def _prefetch_on_cpu(hw: MachineLike, baseline: Any, hidden: float, than: str) -> Optional[Expected]:
+    """prefetch where the step runs on the CPU: it hides only as much input as idle cores can run.
+
+    None when the baseline's CPU share was not measured (the plain rule then stands).
+    """
+    found = _idle_cores_in_compute(hw, baseline)
+    if found is None:
+        return None
+    idle, busy, cores = found
+    kept = f"the step kept {busy:.1f} of {cores} cores busy"
+    if min(hidden, idle) >= PREFETCH_MIN_HIDDEN:
+        return Expected(FASTER, f"prefetch overlaps input with the step on cores the step leaves idle, hiding "
+                        f"up to {min(hidden, idle):.0%} of it here ({kept})", than)
+    return Expected(None, f"prefetch would overlap {hidden:.0%} of the step, but on a CPU alone the pipeline's "
+                    f"thread needs cores the step's kernels use ({kept}; idle while it computes: {idle:.0%} "
+                    "of the step): what it hides can cost the step as much or more, so it can be slower", than)
+
+
 def _downgrade(e: Expected, limit: Optional[str]) -> Expected:
     """A compute change on a run that waits on input: the pipeline hides most of it."""
     if limit != INPUT or e.direction not in (FASTER, SLOWER):
@@ -297,6 +339,9 @@ def _input(hw: MachineLike, knob: str, value: Any, baseline: Any, limit: Optiona
     if knob == "prefetch":
         hidden = _hidden_by_prefetch(baseline)
         if hidden is not None:
+            on_cpu = _prefetch_on_cpu(hw, baseline, hidden, than) if _kind(hw, baseline) == "cpu" else None
+            if on_cpu is not None and hidden >= PREFETCH_MIN_HIDDEN:
+                return on_cpu
             if hidden >= PREFETCH_MIN_HIDDEN:
                 return Expected(FASTER, f"prefetch overlaps input with the step, hiding up to {hidden:.0%} "
                                 "of it here (the shorter of input wait and compute)", than)

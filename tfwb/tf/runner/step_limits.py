@@ -231,7 +231,8 @@ def _read_datasheet(kind: str, peak_device: str, dtype: str) -> tuple:
             from tfwb import hardware
 
             hw = hardware.detect()
-            found = datasheet.cpu_peak(hw.cpu_count or 0, datasheet.cpu_ghz(), hw.cpu_flags, dtype)
+            ghz, clock = datasheet.cpu_clock()
+            found = datasheet.cpu_peak(hw.cpu_count or 0, ghz, hw.cpu_flags, dtype, clock=clock)
         else:
             name = peak_device
             if kind == "GPU":
