@@ -224,6 +224,11 @@ def cpu_peak(cores: int, ghz: Optional[float], cpu_flags: Sequence[str],
     return cores * ghz * 1e9 * rate, label
 
 
+#: A measured CPU peak under this share of the cores x clock x FLOPs/cycle formula is suspect: the
+#: benchmark read low (other work on the cores, a short measurement), so an MFU against it reads high.
+SUSPECT_SHARE = 0.4
+
+
 #: Where a clock figure came from, as the formula's label says it. Only cpufreq's maximum is the
 #: clock a busy core can reach; a VM usually has no cpufreq, and then the model name's base clock or
 #: the momentary ``cpu MHz`` stand in, below what turbo reaches: a measured peak can then pass 100 %

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable, Optional, Tuple
 from tfwb import stats
 from tfwb.bottleneck import input_fraction, input_verdict
 from tfwb.config import COMPUTE_DTYPES as _COMPUTE_DTYPES, RunConfig, compute_dtype as _compute_dtype
+from tfwb.datasheet import SUSPECT_SHARE
 from tfwb.limits_record import LIMIT_FIELDS, Limits, finite
 
 #: 2: notes are (kind, text) pairs; warm-up gradient norms and loss scales kept apart.
@@ -471,6 +472,23 @@ class RunResult:
         if achieved is None or not self.datasheet_flops_per_s:
             return None
         return achieved / self.datasheet_flops_per_s
+
+    @property
+    def peak_reads_low(self) -> bool:
+        """The measured peak this run's MFU is against likely reads low, so its MFU (and the headroom,
+        1 / MFU) cannot be taken at its word: measured while other programs used the cores
+        (``peak_loaded``), or a CPU figure under ``tfwb.datasheet.SUSPECT_SHARE`` of the cores x clock
+        x FLOPs/cycle formula.
+
+        Example:
+            >>> RunResult(config=RunConfig(), peak_flops_per_s=50e9, datasheet_flops_per_s=300e9,
+            ...           datasheet_source="formula: 2 cores x ...").peak_reads_low
+            True
+        """
+        if self.peak_loaded:
+            return True
+        formula = self.datasheet_flops_per_s if self.datasheet_source.startswith("formula") else None
+        return bool(self.peak_flops_per_s and formula and self.peak_flops_per_s < SUSPECT_SHARE * formula)
 
     def mfu_text(self) -> str:
         """How far the run is from this machine's limit, in words; ``""`` where nothing was counted.

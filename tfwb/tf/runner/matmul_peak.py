@@ -63,7 +63,7 @@ MAX_FIGURES = 8
 #: Quiet figures a CPU peak needs before it is final (the highest of them is the peak).
 FINAL_FIGURES = 3
 #: A CPU figure under this share of the datasheet formula (``tfwb.datasheet.cpu_peak``) is suspect.
-SUSPECT_SHARE = 0.4
+SUSPECT_SHARE = datasheet.SUSPECT_SHARE
 # One size per device for every dtype, so the dtypes compare like for like. On a CPU, 512
 # (0.27 GFLOP per matmul) fits the budget even emulated, and measured higher than 1024 or
 # 2048 on a shared 2-core machine (the fastest call wins; shorter calls are interrupted less).
