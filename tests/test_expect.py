@@ -338,8 +338,9 @@ def test_prefetch_expects_at_most_the_shorter_of_wait_and_compute():
 def test_on_a_cpu_prefetch_hides_input_only_on_cores_the_step_leaves_idle():
     """Issue 35: chapter 07 expected prefetch "faster, hiding up to 15 %" of a CNN whose step kept the
     cores busy, and every prefetch measurement on the page was slower."""
-    def cpu_run(busy_pct):      # 15 ms of 100 waiting on input; the process's CPU in % of one core
-        samples = tuple(Sample(t_s=i * 0.1, cpu_process_pct=busy_pct) for i in range(9))
+    def cpu_run(busy_pct, machine_pct=None):
+        """15 ms of 100 waiting on input; the process's CPU in % of one core, every program's in % of all."""
+        samples = tuple(Sample(t_s=i * 0.1, cpu_process_pct=busy_pct, cpu_system_pct=machine_pct) for i in range(9))
         return replace(result(step_s=0.1, wait_s=0.015), samples=samples)
 
     for name in ("binder-2core-avx2", "cpu-2core-avx512-amx", "arm-graviton3"):
@@ -348,6 +349,8 @@ def test_on_a_cpu_prefetch_hides_input_only_on_cores_the_step_leaves_idle():
         assert saturated.direction is None and "1.9 of 2 cores" in saturated.why, (name, saturated)
         idle = expected_for(hw, "prefetch", True, cpu_run(100.0))   # one core idle while it computes
         assert idle.direction == FASTER and "15%" in idle.why and "1.0 of 2 cores" in idle.why, (name, idle)
+        shared = expected_for(hw, "prefetch", True, cpu_run(100.0, machine_pct=95.0))   # another program's core
+        assert shared.direction is None and "1.9 of 2 cores" in shared.why, (name, shared)
     # where the step runs on a GPU the pipeline's cores are not the step's: the plain rule stands
     assert expected_for(DESCRIBED["colab-t4"], "prefetch", True, cpu_run(190.0)).direction == FASTER
     # no CPU share measured: the plain rule too

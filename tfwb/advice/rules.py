@@ -52,8 +52,9 @@ def _hidden_by_prefetch(baseline: Any) -> Optional[float]:
 
 
 def _idle_cores_in_compute(hw: MachineLike, baseline: Any) -> Optional[Tuple[float, float, int]]:
-    """A CPU step's idle core time while it computes, as a share of the step; the cores it kept
-    busy on average; and the cores it had. None without a measured process CPU share.
+    """A CPU step's idle core time while it computes, as a share of the step; the cores busy on
+    average while it ran (its own, or every program's where that is more); and the cores it had.
+    None without a measured process CPU share.
 
     On a CPU alone the input pipeline and the step's kernels share the cores, so prefetch can
     overlap input only with cores the step leaves idle. Per step there are ``cores x step``
@@ -67,10 +68,12 @@ def _idle_cores_in_compute(hw: MachineLike, baseline: Any) -> Optional[Tuple[flo
     step = getattr(baseline, "median_step_s", None)
     if not callable(utilization) or not cores or not step:
         return None
-    pct = utilization().get("cpu_process_pct")
+    u = utilization()
+    pct = u.get("cpu_process_pct")
     if pct is None:
         return None
-    busy = min(float(cores), pct / 100.0)
+    machine = u.get("cpu_system_pct")                  # every program's share of all cores: theirs are not idle
+    busy = min(float(cores), max(pct / 100.0, machine / 100.0 * cores if machine is not None else 0.0))
     idle_in_compute = (cores - busy) * step - baseline.median_wait_s * (cores - 1)
     return max(0.0, idle_in_compute) / step, busy, cores
 
@@ -84,7 +87,7 @@ def _prefetch_on_cpu(hw: MachineLike, baseline: Any, hidden: float, than: str) -
     if found is None:
         return None
     idle, busy, cores = found
-    kept = f"the step kept {busy:.1f} of {cores} cores busy"
+    kept = f"{busy:.1f} of {cores} cores were busy while it ran"
     if min(hidden, idle) >= PREFETCH_MIN_HIDDEN:
         return Expected(FASTER, f"prefetch overlaps input with the step on cores the step leaves idle, hiding "
                         f"up to {min(hidden, idle):.0%} of it here ({kept})", than)
