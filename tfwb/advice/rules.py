@@ -92,8 +92,9 @@ def _prefetch_on_cpu(hw: MachineLike, baseline: Any, hidden: float, than: str) -
         return Expected(FASTER, f"prefetch overlaps input with the step on cores the step leaves idle, hiding "
                         f"up to {min(hidden, idle):.0%} of it here ({kept})", than)
     return Expected(None, f"prefetch would overlap {hidden:.0%} of the step, but on a CPU alone the pipeline's "
-                    f"thread needs cores the step's kernels use ({kept}; idle while it computes: {idle:.0%} "
-                    "of the step): what it hides can cost the step as much or more, so it can be slower", than)
+                    f"thread runs on the cores the step's kernels (and any other program) use ({kept}; idle while "
+                    f"it computes: {idle:.0%} of the step): what it hides can cost the step as much or more, so it "
+                    "can be slower", than)
 
 
 def _downgrade(e: Expected, limit: Optional[str]) -> Expected:
@@ -342,10 +343,10 @@ def _input(hw: MachineLike, knob: str, value: Any, baseline: Any, limit: Optiona
     if knob == "prefetch":
         hidden = _hidden_by_prefetch(baseline)
         if hidden is not None:
-            on_cpu = _prefetch_on_cpu(hw, baseline, hidden, than) if _kind(hw, baseline) == "cpu" else None
-            if on_cpu is not None and hidden >= PREFETCH_MIN_HIDDEN:
-                return on_cpu
             if hidden >= PREFETCH_MIN_HIDDEN:
+                on_cpu = _prefetch_on_cpu(hw, baseline, hidden, than) if _kind(hw, baseline) == "cpu" else None
+                if on_cpu is not None:
+                    return on_cpu
                 return Expected(FASTER, f"prefetch overlaps input with the step, hiding up to {hidden:.0%} "
                                 "of it here (the shorter of input wait and compute)", than)
             return Expected(NOT_SLOWER, f"prefetch can hide only the shorter of input wait and compute: "
