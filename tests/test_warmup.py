@@ -134,3 +134,31 @@ def test_the_extra_warm_up_round_trips_and_old_records_load():
     assert RunResult.from_dict(old).warmup_extra_steps == 0
     with pytest.raises(ValueError, match="warmup_extra_steps=-1"):
         RunResult(config=RunConfig(), warmup_extra_steps=-1)
+
+
+def test_a_kernel_interrupt_inside_an_extension_block_keeps_the_calls_that_ran(monkeypatch):
+    """The browser test read 'after 32 of 301 steps' in the bar and '32 of 337' in the status line: an
+    interrupt inside an extension block left the run's total raised by the whole block and the result
+    without its extra warm-up calls."""
+    from types import SimpleNamespace
+
+    train = pytest.importorskip("tfwb.tf.runner.train")
+
+    asked = []
+
+    def timed_steps(p, n, clock, log, state=None, dispatch=None, first=0):
+        asked.append(n)
+        log.times_s.extend([1.0] * (n - 1))              # all but the block's last call ran, then Ctrl-C
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train, "timed_steps", timed_steps)
+    log = SimpleNamespace(times_s=[9.0, 3.0, 2.8, 2.6, 2.4])                       # still speeding up
+    state = SimpleNamespace(total_steps=5 + 40, warmup_steps=5)
+    life = SimpleNamespace(state=state, log=log, warmup_calls=5, calls=40, clock=lambda: 0.0, should_stop=False,
+                           dispatch=None)
+    added = [0]
+    with pytest.raises(KeyboardInterrupt):
+        train.extend_warmup(SimpleNamespace(cfg=RunConfig(steps=40, warmup_steps=5)), life, added)
+    ran = asked[0] - 1
+    assert asked[0] >= 2 and added == [ran] and life.warmup_calls == 5 + ran
+    assert (state.total_steps, state.warmup_steps) == (45 + ran, 5 + ran)   # the calls that ran, not the block

@@ -316,7 +316,7 @@ def run_process(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_err
                            f"and measured {cfg.steps} -> {life.calls * spe} steps, rounded up to whole calls")
     facts: dict = {"setup_s": 0.0, "fingerprint": {}, "traces": None, "traces_warm": None, "replicas": None,
                    "input_floor_s": None}
-    failed, error, extra_calls = False, None, 0
+    failed, error, extra_calls = False, None, [0]     # extra warm-up calls, counted as they run
     # TF's C++ code writes to stderr directly (oneDNN's fallbacks, ...): held back here and
     # kept as notes on the result, so a notebook cell shows the run, not TF's log lines.
     with native_stderr_captured() as native:
@@ -334,7 +334,7 @@ def run_process(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_err
                 life.start()
                 timed_steps(p, life.warmup_calls, life.clock, log, state=state, dispatch=life.dispatch)
                 if can_extend(cfg, dataset, observers):
-                    extra_calls = extend_warmup(p, life)
+                    extend_warmup(p, life, extra_calls)
                 facts["traces_warm"] = tracing_count(p.step)
                 facts["input_floor_s"] = input_floor_s(p)
                 p.floor_iterator = None
@@ -365,7 +365,7 @@ def run_process(cfg: RunConfig, observers: Sequence[Observer] = (), *, raise_err
     state.notes.extend(_native_notes(native))
     life.end(life.status(failed))
     result = life.result(state.status, error, **facts)
-    return dataclasses.replace(result, warmup_extra_steps=extra_calls * spe) if extra_calls else result
+    return dataclasses.replace(result, warmup_extra_steps=extra_calls[0] * spe) if extra_calls[0] else result
 
 
 def can_extend(cfg: RunConfig, dataset: Optional[tf.data.Dataset], observers: Sequence[Observer]) -> bool:
@@ -377,29 +377,33 @@ def can_extend(cfg: RunConfig, dataset: Optional[tf.data.Dataset], observers: Se
             and not any(isinstance(o, StopAtLoss) for o in observers))
 
 
-def extend_warmup(p: Prepared, life: Lifecycle) -> int:
+def extend_warmup(p: Prepared, life: Lifecycle, added: List[int]) -> int:
     """Run warm-up calls until the steps settle (``tfwb.warmup.extend_warmup``); returns how many ran.
 
     Called after the configured warm-up. The calls are timed and watched as warm-up calls are
     (a stop request ends them); ``life``'s warm-up and the run's step counts grow by them, so the
-    result keeps them apart as warm-up.
+    result keeps them apart as warm-up. ``added[0]`` counts them as they run, so a kernel interrupt
+    inside a block (which this function lets through) leaves the caller the calls that did run.
     """
     state, log, spe = life.state, life.log, p.cfg.steps_per_execution
+    settled = log.times_s[:life.warmup_calls]
 
     def run_calls(n: int) -> List[float]:
         before = len(log.times_s)
         state.total_steps += n * spe
         state.warmup_steps += n * spe
-        timed_steps(p, n, life.clock, log, state=state, dispatch=life.dispatch, first=before)
-        ran = len(log.times_s) - before
-        state.total_steps -= (n - ran) * spe
-        state.warmup_steps -= (n - ran) * spe
+        try:
+            timed_steps(p, n, life.clock, log, state=state, dispatch=life.dispatch, first=before)
+        finally:     # a KeyboardInterrupt inside the block too: the counts keep the calls that ran, as warm-up
+            ran = len(log.times_s) - before
+            state.total_steps -= (n - ran) * spe
+            state.warmup_steps -= (n - ran) * spe
+            life.warmup_calls += ran
+            added[0] += ran
         return log.times_s[before:]
 
-    extra = warmup.extend_warmup(log.times_s[:life.warmup_calls], run_calls, calls=life.calls, clock=life.clock,
-                                 should_stop=lambda: life.should_stop)
-    life.warmup_calls += extra
-    return extra
+    warmup.extend_warmup(settled, run_calls, calls=life.calls, clock=life.clock, should_stop=lambda: life.should_stop)
+    return added[0]
 
 
 def _native_notes(held) -> List[str]:
