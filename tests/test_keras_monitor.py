@@ -175,13 +175,14 @@ class SlowView:
     first_draw_s = 0.03
 
     def __init__(self, cost_s: float = 0.03) -> None:
-        self.cost_s, self.draws, self.updates, self.drawn_s = cost_s, [], 0, 0.0
+        self.cost_s, self.draws, self.updates, self.drawn_s, self.took = cost_s, [], 0, 0.0, []
 
     def draw(self, r, done, total, final=False):
         t = time.perf_counter()
         time.sleep(self.cost_s)
         self.draws.append(final)
-        self.drawn_s += time.perf_counter() - t
+        self.took.append(time.perf_counter() - t)
+        self.drawn_s += self.took[-1]
 
     def progress(self, done, total, final=None):
         self.updates += 1
@@ -215,7 +216,11 @@ def test_a_slow_live_view_is_held_to_its_share_of_the_fit_and_its_time_is_record
     assert 1 <= len(view.draws) < view.updates                # charts held back: progress text instead
     assert r.extras["view_charts"] == len(view.draws) and r.extras["view_updates"] == view.updates
     assert r.extras["view_s"] >= view.drawn_s and share == pytest.approx(r.extras["view_s"] / r.extras["fit_wall_s"])
-    assert share <= monitor_module.VIEW_SHARE * 1.15, r.extras    # the budget (a sleep may overrun a little)
+    # The budget admits a draw while the share so far is under it, so the draw it admits last can carry the
+    # share past it by its own cost (a sleep overruns on a loaded machine: 4.4 % was read beside other tests),
+    # and the final draw comes whatever the budget: beyond the budget by at most those two draws.
+    two_draws = sum(sorted(view.took)[-2:]) / r.extras["fit_wall_s"]
+    assert share <= monitor_module.VIEW_SHARE * 1.15 + two_draws, (r.extras, view.took)
     assert any(n.startswith("other: the live view took") for n in r.notes_of("other"))
 
 
